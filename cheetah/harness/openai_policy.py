@@ -1,0 +1,110 @@
+"""`OpenAIPolicy`: any OpenAI-compatible ``/v1/chat/completions`` endpoint as a policy.
+
+Works with cheetah's own server, vLLM, SGLang or a hosted API. When the server
+returns the engine's token ids and logprobs (cheetah's server does: ``token_ids``
+and ``prompt_token_ids`` on the choice, standard ``logprobs.content``), they are
+kept in the trajectory; otherwise tokens are taken from ``usage``.
+Deliberately left out: streaming (the loop needs the whole message), native
+function calling (the XML tool format is the protocol).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+from cheetah.harness.policy import Generation, PolicyError, estimate_tokens
+from cheetah.harness.trajectory import Message
+
+
+class OpenAIPolicy:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 2048,
+        api_key: str | None = None,
+        timeout_s: float = 300.0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.timeout_s = timeout_s
+        self.extra = extra or {}
+        self.name = f"openai:{self.base_url}"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    async def _post(self, client: httpx.AsyncClient, path: str, body: dict) -> dict:
+        url = f"{self.base_url}{path}"
+        try:
+            resp = await client.post(url, json=body, headers=self._headers())
+        except httpx.HTTPError as e:
+            raise PolicyError(f"cannot reach {url}: {type(e).__name__}: {e}") from None
+        if resp.status_code != 200:
+            raise PolicyError(f"{url} answered {resp.status_code}: {resp.text[:500]}")
+        try:
+            return resp.json()
+        except ValueError:
+            raise PolicyError(f"{url} answered with something that is not JSON") from None
+
+    async def resolve_model(self, client: httpx.AsyncClient) -> str:
+        """The model name to ask for: the one given, else the first the server lists."""
+        if self.model:
+            return self.model
+        try:
+            resp = await client.get(f"{self.base_url}/models", headers=self._headers())
+            data = resp.json().get("data") or []
+            self.model = data[0]["id"] if data else "default"
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            self.model = "default"
+        return self.model
+
+    async def generate(self, messages: list[Message]) -> Generation:
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            body = {
+                "model": await self.resolve_model(client),
+                "messages": [{"role": m.role, "content": m.content} for m in messages],
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+                "logprobs": True,
+                **self.extra,
+            }
+            data = await self._post(client, "/chat/completions", body)
+        return parse_chat_response(data)
+
+
+def parse_chat_response(data: dict) -> Generation:
+    """A ``Generation`` from a chat completion response, with whatever token detail it has."""
+    try:
+        choice = data["choices"][0]
+        text = choice["message"]["content"] or ""
+    except (KeyError, IndexError, TypeError):
+        raise PolicyError(
+            f"response has no choices[0].message.content: {str(data)[:300]}"
+        ) from None
+    usage = data.get("usage") or {}
+    token_ids = choice.get("token_ids")
+    logprobs = None
+    content = (choice.get("logprobs") or {}).get("content")
+    if isinstance(content, list) and content:
+        logprobs = [float(t["logprob"]) for t in content]
+    completion = usage.get("completion_tokens") or (len(token_ids) if token_ids else None)
+    return Generation(
+        text=text,
+        completion_tokens=completion or estimate_tokens(text),
+        prompt_tokens=usage.get("prompt_tokens"),
+        token_ids=token_ids,
+        logprobs=logprobs,
+        prompt_token_ids=choice.get("prompt_token_ids") or data.get("prompt_token_ids"),
+        policy_version=data.get("policy_version", choice.get("policy_version")),
+        finish_reason=choice.get("finish_reason"),
+    )
