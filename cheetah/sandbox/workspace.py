@@ -16,6 +16,7 @@ open or outlive the call (``setsid`` detaches deliberately).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -145,18 +146,25 @@ async def run_process(
     reader = asyncio.create_task(pump())
     timed_out = False
     try:
-        await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+        # Not proc.wait(): asyncio's wait also waits for the pipe to close, which a
+        # background child (`cmd &`) would hold open.
+        await asyncio.wait_for(_exited(proc), timeout=timeout_s)
     except TimeoutError:
         timed_out = True
+    except asyncio.CancelledError:  # the caller gave up (e.g. the agent's wall limit)
+        _kill_group(proc.pid)
+        reader.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), timeout=1.0)
+        raise
     finally:
         _kill_group(proc.pid)
     try:
-        # Output already written is in the pipe; background children are dead now.
+        # Output already written is in the pipe; the group is dead, so EOF comes.
         await asyncio.wait_for(reader, timeout=1.0)
     except TimeoutError:
-        reader.cancel()
-    if proc.returncode is None:
-        await proc.wait()
+        reader.cancel()  # a deliberately detached (setsid) child still holds the pipe
+    await _exited(proc)
     code = None if timed_out else proc.returncode
     return ExecResult(
         exit_code=code,
@@ -165,6 +173,27 @@ async def run_process(
         wall_s=time.monotonic() - start,
         omitted_bytes=buf.omitted,
     )
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Wait until the process has exited and asyncio has its return code."""
+    fd = None
+    if proc.returncode is None:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (OSError, AttributeError):  # already reaped, or no pidfd: poll below
+            fd = None
+    if fd is not None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+    while proc.returncode is None:  # the child watcher sets it moments after exit
+        await asyncio.sleep(0.002)
 
 
 def _kill_group(pid: int) -> None:

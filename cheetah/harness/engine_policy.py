@@ -1,0 +1,52 @@
+"""`EnginePolicy`: a policy backed by an ``Engine`` (in process or remote), speaking token ids.
+
+The prompt is built with the model's chat template by ``cheetah.model.chat``; assistant
+messages that carry ``token_ids`` (earlier turns of this rollout) enter the prompt verbatim,
+so turn k+1's prompt starts with exactly the ids the engine produced in turn k. The returned
+``Generation`` carries the sampled ids, their behaviour logprobs, the prompt ids and the
+policy version, which is everything the trainer needs; the text is only for the harness
+(tool-call parsing) and the user.
+
+Left out: retries (an engine error is a ``PolicyError``; the loop decides what to do) and
+context trimming (a prompt past the context is a ``PolicyError`` naming the sizes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cheetah.harness.policy import Generation, PolicyError
+from cheetah.harness.trajectory import Message
+from cheetah.inference.protocol import Engine, EngineError, InvalidRequest, SamplingParams
+from cheetah.model.chat import prompt_token_ids
+
+
+class EnginePolicy:
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: Any,
+        sampling: SamplingParams | None = None,
+        name: str = "engine",
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.sampling = (sampling or SamplingParams()).validate()
+        self.name = name
+
+    async def generate(self, messages: list[Message]) -> Generation:
+        prompt = prompt_token_ids(messages, self.tokenizer)
+        try:
+            out = await self.engine.generate(prompt, self.sampling)
+        except (EngineError, InvalidRequest) as e:
+            raise PolicyError(f"{self.name}: {e}") from None
+        return Generation(
+            text=out.text,
+            completion_tokens=len(out.token_ids),
+            prompt_tokens=len(prompt),
+            token_ids=list(out.token_ids),
+            logprobs=list(out.logprobs),
+            prompt_token_ids=prompt,
+            policy_version=out.policy_version,
+            finish_reason=out.finish_reason,
+        )

@@ -1,0 +1,103 @@
+import asyncio
+import subprocess
+import sys
+
+from cheetah.harness.loop import AgentLimits, LocalTools, run_agent, system_prompt
+from cheetah.harness.policy import Generation, ScriptedPolicy
+from cheetah.harness.trajectory import Trajectory
+from cheetah.sandbox.workspace import LocalWorkspace
+from tests.conftest import FIX_SCRIPT
+
+
+def _pytest(repo):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=repo, capture_output=True)
+
+
+async def test_scripted_agent_fixes_the_planted_bug(sample_repo, monkeypatch):
+    monkeypatch.setenv("PATH", f"{sys.prefix}/bin:" + __import__("os").environ["PATH"])
+    assert _pytest(sample_repo).returncode != 0
+    traj = await run_agent("Fix the failing tests", ScriptedPolicy.from_file(FIX_SCRIPT),
+                           LocalWorkspace(sample_repo))
+    assert traj.stop_reason == "finished", traj.stop_detail
+    assert _pytest(sample_repo).returncode == 0
+    assert len(traj.turns) == 5 and len(traj.calls) == 10
+    assert not any(c.is_error for c in traj.calls), [c.output for c in traj.calls if c.is_error]
+    first_run = traj.turns[0].calls[2]
+    assert first_run.name == "run_terminal" and "2 failed, 6 passed" in first_run.output
+    assert traj.turns[3].calls[0].output.startswith("exit code: 0")
+    assert traj.todos[-1] == {"text": "run the tests and the linter", "status": "done"}
+    # The message list is what the model saw: system, query, then assistant/results pairs.
+    roles = [m.role for m in traj.messages]
+    assert roles == ["system", "user"] + ["assistant", "user"] * 4 + ["assistant"]
+    assert traj.messages[3].content.startswith('<tool_result name="todo" index="1">')
+
+
+async def test_trajectory_json_round_trip(sample_repo, tmp_path):
+    traj = await run_agent("Fix it", ScriptedPolicy.from_file(FIX_SCRIPT), LocalWorkspace(sample_repo))
+    path = traj.save(tmp_path / "out" / "t.json")
+    again = Trajectory.load(path)
+    assert again == traj
+    assert again.summary()["tool_calls"] == 10
+
+
+def _loop_forever():
+    return ScriptedPolicy(['<tool name="list_dir"></tool>'] * 100)
+
+
+async def test_turn_token_and_wall_limits(ws):
+    t = await run_agent("q", _loop_forever(), ws, AgentLimits(max_turns=3))
+    assert (t.stop_reason, t.stop_detail, len(t.turns)) == ("limit", "turn limit of 3 reached", 3)
+    t = await run_agent("q", _loop_forever(), ws, AgentLimits(max_tokens=20))
+    assert t.stop_reason == "limit" and "token limit of 20" in t.stop_detail
+    assert t.completion_tokens >= 20
+
+    class Slow:
+        name = "slow"
+
+        async def generate(self, messages):
+            await asyncio.sleep(5)
+
+    t = await run_agent("q", Slow(), ws, AgentLimits(max_wall_s=0.3))
+    assert t.stop_reason == "limit" and "wall time limit" in t.stop_detail and t.wall_s < 2
+
+
+async def test_slow_tools_hit_the_wall_limit(ws):
+    policy = ScriptedPolicy(['<tool name="run_terminal"><command>sleep 10</command></tool>'])
+    t = await run_agent("q", policy, ws, AgentLimits(max_wall_s=0.5))
+    assert t.stop_reason == "limit" and "while running tools" in t.stop_detail
+
+
+async def test_policy_failure_is_an_error_stop_and_keeps_the_turns(ws):
+    t = await run_agent("q", ScriptedPolicy(['<tool name="list_dir"></tool>']), ws)
+    assert t.stop_reason == "error" and "no message left" in t.stop_detail
+    assert len(t.turns) == 1 and t.turns[0].calls[0].name == "list_dir"
+
+
+async def test_malformed_calls_are_errors_the_model_sees(ws):
+    policy = ScriptedPolicy(['<tool name="read_file"><path>x</tool>', '<tool name="zap"></tool>', "ok"])
+    t = await run_agent("q", policy, ws)
+    assert t.stop_reason == "finished"
+    assert t.turns[0].calls[0].is_error and "never closed" in t.turns[0].calls[0].output
+    assert 'status="error"' in t.messages[3].content
+    assert "unknown tool 'zap'" in t.messages[5].content
+
+
+async def test_token_ids_and_logprobs_are_recorded(ws):
+    class WithTokens:
+        name = "engine"
+
+        async def generate(self, messages):
+            return Generation(text="done", completion_tokens=2, token_ids=[5, 6],
+                              logprobs=[-0.1, -0.2], prompt_token_ids=[1, 2, 3], policy_version=7)
+
+    t = await run_agent("q", WithTokens(), ws)
+    turn = t.turns[0]
+    assert (turn.token_ids, turn.logprobs, turn.prompt_token_ids, turn.policy_version) == (
+        [5, 6], [-0.1, -0.2], [1, 2, 3], 7)
+    assert t.messages[-1].token_ids == [5, 6]
+
+
+def test_system_prompt_lists_every_tool(ws):
+    prompt = system_prompt(LocalTools(ws).specs())
+    for name in ("read_file", "list_dir", "grep", "edit_file", "run_terminal", "lint", "todo"):
+        assert f"## {name}" in prompt

@@ -1,0 +1,80 @@
+"""The CLI as a user runs it: real subprocesses, real stdin/stdout."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cheetah.harness.trajectory import Trajectory
+from tests.conftest import FIX_SCRIPT
+
+BIN = Path(sys.executable).parent
+
+
+def cheetah(*args, stdin=None, cwd=None):
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "COLUMNS": "100"}
+    return subprocess.run([BIN / "cheetah", *map(str, args)], input=stdin, capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120)
+
+
+def test_tools_run_prints_results_exactly_as_the_model_sees_them(sample_repo):
+    msg = ('Looking.\n<tool name="grep"><pattern>def words</pattern></tool>\n'
+           '<tool name="read_file"><path>textkit/tokenize.py</path><end_line>3</end_line></tool>\n'
+           '<tool name="read_file"><path>../etc</path></tool>')
+    r = cheetah("tools", "run", "--repo", sample_repo, stdin=msg)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (
+        '<tool_result name="grep" index="1">\n'
+        "textkit/tokenize.py:8: def words(text: str) -> list[str]:\n"
+        "</tool_result>\n"
+        '<tool_result name="read_file" index="2">\n'
+        '     1\t"""Splitting text into words."""\n'
+        "     2\t\n"
+        "     3\timport re\n"
+        "</tool_result>\n"
+        '<tool_result name="read_file" index="3" status="error">\n'
+        "Error: path '../etc' leads outside the workspace\n"
+        "</tool_result>\n"
+    )
+
+
+def test_tools_run_without_calls_and_bad_repo(tmp_path):
+    r = cheetah("tools", "run", "--repo", tmp_path, stdin="just prose")
+    assert r.returncode == 0 and r.stdout == "" and "no <tool> calls" in r.stderr
+    r = cheetah("tools", "run", "--repo", tmp_path / "missing", stdin="")
+    assert r.returncode == 2 and "is not a directory" in r.stderr
+
+
+def test_agent_fixes_the_sample_repo_end_to_end(sample_repo, tmp_path):
+    out = tmp_path / "traj.json"
+    r = cheetah("agent", "The tests fail; fix the bug.", "--repo", sample_repo,
+                "--model", f"scripted:{FIX_SCRIPT}", "--out", out)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "turn 3" in r.stdout and "+    return ranked[:n]" in r.stdout
+    assert "finished" in r.stdout
+    traj = Trajectory.load(out)
+    assert traj.stop_reason == "finished" and traj.summary()["tool_errors"] == 0
+    tests = subprocess.run([sys.executable, "-m", "pytest"], cwd=sample_repo, capture_output=True)
+    assert tests.returncode == 0
+
+
+def test_agent_bad_model_and_script(tmp_path):
+    r = cheetah("agent", "q", "--repo", tmp_path, "--model", "gpt-who")
+    assert r.returncode == 2 and "unknown model 'gpt-who'" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = cheetah("agent", "q", "--repo", tmp_path, "--model", f"scripted:{bad}")
+    assert r.returncode == 2 and "is not valid JSON" in r.stderr
+    bad.write_text(json.dumps({"messages": [1, 2]}))
+    r = cheetah("agent", "q", "--repo", tmp_path, "--model", f"scripted:{bad}")
+    assert r.returncode == 2 and "list of strings" in r.stderr
+
+
+def test_help_and_tools_list():
+    r = cheetah("--help")
+    assert r.returncode == 0 and "agent" in r.stdout and "tools" in r.stdout
+    r = cheetah("agent", "--help")
+    assert "--max-turns" in r.stdout and "scripted:FILE" in r.stdout
+    r = cheetah("tools", "list")
+    assert r.returncode == 0 and "## edit_file" in r.stdout
