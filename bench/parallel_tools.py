@@ -30,8 +30,10 @@ def make_tree(root: Path, modules: int = 200) -> None:
     pkg = root / "pkg"
     pkg.mkdir()
     for i in range(modules):
-        body = "".join(f"def handler_{i}_{j}(request):\n    return parse_{j % 7}(request)\n\n"
-                       for j in range(40))
+        body = "".join(
+            f"def handler_{i}_{j}(request):\n    return parse_{j % 7}(request)\n\n"
+            for j in range(40)
+        )
         (pkg / f"mod_{i:03d}.py").write_text(body)
 
 
@@ -82,8 +84,12 @@ async def main() -> None:
     for i, name in enumerate(names):
         print(f"  {i + 1:2d} {name:13s} {statistics.median(r[2][i] for r in runs) * 1000:7.1f}")
     s, c = statistics.median(serials), statistics.median(concs)
-    print(f"serial     median {s * 1000:7.1f} ms  (min {min(serials) * 1000:.1f}, max {max(serials) * 1000:.1f})")
-    print(f"concurrent median {c * 1000:7.1f} ms  (min {min(concs) * 1000:.1f}, max {max(concs) * 1000:.1f})")
+    print(
+        f"serial     median {s * 1000:7.1f} ms  (min {min(serials) * 1000:.1f}, max {max(serials) * 1000:.1f})"
+    )
+    print(
+        f"concurrent median {c * 1000:7.1f} ms  (min {min(concs) * 1000:.1f}, max {max(concs) * 1000:.1f})"
+    )
     print(f"speedup (serial / concurrent, medians): {s / c:.2f}x   goal >= 5x")
 
 

@@ -32,7 +32,9 @@ def sample_repo(tmp_path: Path) -> Path:
     return dest
 
 
-async def call_tool(ws: LocalWorkspace, name: str, ctx: ToolContext | None = None, **args: str) -> ToolResult:
+async def call_tool(
+    ws: LocalWorkspace, name: str, ctx: ToolContext | None = None, **args: str
+) -> ToolResult:
     """Run one call through the real batch runner, as the loop would."""
     ctx = ctx or ToolContext(workspace=ws)
     [result] = await run_batch([ToolCall(index=1, name=name, args=args)], ctx, default_tools())

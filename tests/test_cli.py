@@ -14,14 +14,23 @@ BIN = Path(sys.executable).parent
 
 def cheetah(*args, stdin=None, cwd=None):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "COLUMNS": "100"}
-    return subprocess.run([BIN / "cheetah", *map(str, args)], input=stdin, capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [BIN / "cheetah", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_tools_run_prints_results_exactly_as_the_model_sees_them(sample_repo):
-    msg = ('Looking.\n<tool name="grep"><pattern>def words</pattern></tool>\n'
-           '<tool name="read_file"><path>textkit/tokenize.py</path><end_line>3</end_line></tool>\n'
-           '<tool name="read_file"><path>../etc</path></tool>')
+    msg = (
+        'Looking.\n<tool name="grep"><pattern>def words</pattern></tool>\n'
+        '<tool name="read_file"><path>textkit/tokenize.py</path><end_line>3</end_line></tool>\n'
+        '<tool name="read_file"><path>../etc</path></tool>'
+    )
     r = cheetah("tools", "run", "--repo", sample_repo, stdin=msg)
     assert r.returncode == 0, r.stderr
     assert r.stdout == (
@@ -48,8 +57,16 @@ def test_tools_run_without_calls_and_bad_repo(tmp_path):
 
 def test_agent_fixes_the_sample_repo_end_to_end(sample_repo, tmp_path):
     out = tmp_path / "traj.json"
-    r = cheetah("agent", "The tests fail; fix the bug.", "--repo", sample_repo,
-                "--model", f"scripted:{FIX_SCRIPT}", "--out", out)
+    r = cheetah(
+        "agent",
+        "The tests fail; fix the bug.",
+        "--repo",
+        sample_repo,
+        "--model",
+        f"scripted:{FIX_SCRIPT}",
+        "--out",
+        out,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     assert "turn 3" in r.stdout and "+    return ranked[:n]" in r.stdout
     assert "finished" in r.stdout

@@ -16,8 +16,9 @@ def _pytest(repo):
 async def test_scripted_agent_fixes_the_planted_bug(sample_repo, monkeypatch):
     monkeypatch.setenv("PATH", f"{sys.prefix}/bin:" + __import__("os").environ["PATH"])
     assert _pytest(sample_repo).returncode != 0
-    traj = await run_agent("Fix the failing tests", ScriptedPolicy.from_file(FIX_SCRIPT),
-                           LocalWorkspace(sample_repo))
+    traj = await run_agent(
+        "Fix the failing tests", ScriptedPolicy.from_file(FIX_SCRIPT), LocalWorkspace(sample_repo)
+    )
     assert traj.stop_reason == "finished", traj.stop_detail
     assert _pytest(sample_repo).returncode == 0
     assert len(traj.turns) == 5 and len(traj.calls) == 10
@@ -33,7 +34,9 @@ async def test_scripted_agent_fixes_the_planted_bug(sample_repo, monkeypatch):
 
 
 async def test_trajectory_json_round_trip(sample_repo, tmp_path):
-    traj = await run_agent("Fix it", ScriptedPolicy.from_file(FIX_SCRIPT), LocalWorkspace(sample_repo))
+    traj = await run_agent(
+        "Fix it", ScriptedPolicy.from_file(FIX_SCRIPT), LocalWorkspace(sample_repo)
+    )
     path = traj.save(tmp_path / "out" / "t.json")
     again = Trajectory.load(path)
     assert again == traj
@@ -74,7 +77,9 @@ async def test_policy_failure_is_an_error_stop_and_keeps_the_turns(ws):
 
 
 async def test_malformed_calls_are_errors_the_model_sees(ws):
-    policy = ScriptedPolicy(['<tool name="read_file"><path>x</tool>', '<tool name="zap"></tool>', "ok"])
+    policy = ScriptedPolicy(
+        ['<tool name="read_file"><path>x</tool>', '<tool name="zap"></tool>', "ok"]
+    )
     t = await run_agent("q", policy, ws)
     assert t.stop_reason == "finished"
     assert t.turns[0].calls[0].is_error and "never closed" in t.turns[0].calls[0].output
@@ -87,13 +92,23 @@ async def test_token_ids_and_logprobs_are_recorded(ws):
         name = "engine"
 
         async def generate(self, messages):
-            return Generation(text="done", completion_tokens=2, token_ids=[5, 6],
-                              logprobs=[-0.1, -0.2], prompt_token_ids=[1, 2, 3], policy_version=7)
+            return Generation(
+                text="done",
+                completion_tokens=2,
+                token_ids=[5, 6],
+                logprobs=[-0.1, -0.2],
+                prompt_token_ids=[1, 2, 3],
+                policy_version=7,
+            )
 
     t = await run_agent("q", WithTokens(), ws)
     turn = t.turns[0]
     assert (turn.token_ids, turn.logprobs, turn.prompt_token_ids, turn.policy_version) == (
-        [5, 6], [-0.1, -0.2], [1, 2, 3], 7)
+        [5, 6],
+        [-0.1, -0.2],
+        [1, 2, 3],
+        7,
+    )
     assert t.messages[-1].token_ids == [5, 6]
 
 

@@ -1,6 +1,7 @@
 """OpenAIPolicy against a real HTTP server started by the test (stdlib, on loopback)."""
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -40,14 +41,29 @@ class FakeServer:
                 if outer.status != 200:
                     return self._send(outer.status, {"error": {"message": "engine overloaded"}})
                 text = outer.replies.pop(0)
-                self._send(200, {
-                    "id": "x", "object": "chat.completion", "policy_version": 3,
-                    "choices": [{"index": 0, "finish_reason": "stop", "token_ids": [11, 12],
-                                 "message": {"role": "assistant", "content": text},
-                                 "logprobs": {"content": [{"token": "a", "logprob": -0.5},
-                                                          {"token": "b", "logprob": -1.5}]}}],
-                    "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "policy_version": 3,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "token_ids": [11, 12],
+                                "message": {"role": "assistant", "content": text},
+                                "logprobs": {
+                                    "content": [
+                                        {"token": "a", "logprob": -0.5},
+                                        {"token": "b", "logprob": -1.5},
+                                    ]
+                                },
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42},
+                    },
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -81,13 +97,17 @@ async def test_agent_runs_against_an_openai_compatible_server(server, ws):
     assert body["messages"][3]["content"].startswith('<tool_result name="read_file" index="1">')
     turn = traj.turns[1]
     assert (turn.token_ids, turn.logprobs, turn.policy_version, turn.prompt_tokens) == (
-        [11, 12], [-0.5, -1.5], 3, 40)
+        [11, 12],
+        [-0.5, -1.5],
+        3,
+        40,
+    )
 
 
 async def test_server_errors_become_policy_errors(server, ws):
     srv = server([], status=503)
     policy = OpenAIPolicy(srv.url, model="m")
-    with pytest.raises(PolicyError, match="answered 503: .*engine overloaded"):
+    with pytest.raises(PolicyError, match=r"answered 503: .*engine overloaded"):
         await policy.generate([Message(role="user", content="hi")])
     traj = await run_agent("q", policy, ws)
     assert traj.stop_reason == "error" and "503" in traj.stop_detail
@@ -95,5 +115,7 @@ async def test_server_errors_become_policy_errors(server, ws):
 
 async def test_unreachable_server_is_a_clear_error():
     policy = OpenAIPolicy("http://127.0.0.1:9/v1", model="m", timeout_s=2)
-    with pytest.raises(PolicyError, match="cannot reach http://127.0.0.1:9/v1/chat/completions"):
+    with pytest.raises(
+        PolicyError, match=re.escape("cannot reach http://127.0.0.1:9/v1/chat/completions")
+    ):
         await policy.generate([Message(role="user", content="hi")])

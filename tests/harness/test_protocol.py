@@ -16,8 +16,26 @@ names = st.builds(
     str.__add__, st.sampled_from(_FIRST), st.text(alphabet=_FIRST + "0123456789-", max_size=11)
 )
 # Arbitrary unicode, biased towards the characters that break naive XML handling.
-tricky = st.sampled_from(["<", ">", "&", "]]>", "</", "</tool>", "<tool name=\"x\">", "</content>",
-                          "<![CDATA[", "\n", '"', "'", "é", "🐍", "\x00", "\r\n"])
+tricky = st.sampled_from(
+    [
+        "<",
+        ">",
+        "&",
+        "]]>",
+        "</",
+        "</tool>",
+        '<tool name="x">',
+        "</content>",
+        "<![CDATA[",
+        "\n",
+        '"',
+        "'",
+        "é",
+        "🐍",
+        "\x00",
+        "\r\n",
+    ]
+)
 bodies = st.lists(st.one_of(st.text(), tricky), max_size=12).map("".join)
 prose = st.text().filter(lambda t: "<tool" not in t)
 
@@ -31,8 +49,11 @@ def test_render_then_parse_round_trips(name, args):
 
 
 @settings(max_examples=50)
-@given(calls=st.lists(st.tuples(names, st.dictionaries(names, bodies, max_size=3)), max_size=4),
-       before=prose, between=prose)
+@given(
+    calls=st.lists(st.tuples(names, st.dictionaries(names, bodies, max_size=3)), max_size=4),
+    before=prose,
+    between=prose,
+)
 def test_several_calls_with_prose_round_trip(calls, before, between):
     text = before + between.join(render_call(n, a) for n, a in calls) + between
     parsed = parse_message(text)
@@ -98,7 +119,9 @@ def test_parse_continues_after_a_bad_call():
 
 
 def test_render_tool_specs_lists_every_param_and_parses_its_example():
-    spec = ToolSpec("grep", "Search.", (ParamSpec("pattern", "regex"), ParamSpec("path", "where", False)))
+    spec = ToolSpec(
+        "grep", "Search.", (ParamSpec("pattern", "regex"), ParamSpec("path", "where", False))
+    )
     text = render_tool_specs([spec])
     assert "## grep" in text and "<pattern> (required)" in text and "<path> (optional)" in text
     example = text.split("Example: ")[1].splitlines()[0]

@@ -11,8 +11,9 @@ def _calls(text):
 
 
 async def test_independent_calls_overlap_and_keep_call_order(ws):
-    msg = "".join(f'<tool name="run_terminal"><command>sleep 0.4; echo {i}</command></tool>'
-                  for i in range(5))
+    msg = "".join(
+        f'<tool name="run_terminal"><command>sleep 0.4; echo {i}</command></tool>' for i in range(5)
+    )
     t0 = time.monotonic()
     results = await run_batch(_calls(msg), ToolContext(workspace=ws), default_tools())
     elapsed = time.monotonic() - t0
@@ -24,10 +25,12 @@ async def test_independent_calls_overlap_and_keep_call_order(ws):
 
 async def test_edit_then_read_of_same_path_keeps_message_order(ws):
     (ws.root / "f.txt").write_text("old\n")
-    msg = ('<tool name="read_file"><path>f.txt</path></tool>'
-           '<tool name="edit_file"><path>f.txt</path><old_str>old</old_str><new_str>new</new_str></tool>'
-           '<tool name="read_file"><path>./f.txt</path></tool>'
-           '<tool name="grep"><pattern>new</pattern></tool>')
+    msg = (
+        '<tool name="read_file"><path>f.txt</path></tool>'
+        '<tool name="edit_file"><path>f.txt</path><old_str>old</old_str><new_str>new</new_str></tool>'
+        '<tool name="read_file"><path>./f.txt</path></tool>'
+        '<tool name="grep"><pattern>new</pattern></tool>'
+    )
     r = await run_batch(_calls(msg), ToolContext(workspace=ws), default_tools())
     assert r[0].output == "     1\told"
     assert not r[1].is_error
@@ -46,10 +49,12 @@ def test_conflict_rule():
 
 
 async def test_bad_calls_become_error_results(ws):
-    msg = ('<tool name="nope"><x>1</x></tool>'
-           '<tool name="read_file"><pth>a</pth></tool>'
-           '<tool name="read_file"><path>a</path><colour>red</colour></tool>'
-           '<tool name="grep"><pattern>x</pattern>')
+    msg = (
+        '<tool name="nope"><x>1</x></tool>'
+        '<tool name="read_file"><pth>a</pth></tool>'
+        '<tool name="read_file"><path>a</path><colour>red</colour></tool>'
+        '<tool name="grep"><pattern>x</pattern>'
+    )
     r = await run_batch(_calls(msg), ToolContext(workspace=ws), default_tools())
     assert all(x.is_error for x in r)
     assert "unknown tool 'nope'; the tools are: read_file, list_dir" in r[0].output

@@ -14,9 +14,13 @@ async def test_exact_replace_once_with_snippet_and_diff(ws):
 
 async def test_newline_after_opening_tag_is_dropped(ws):
     (ws.root / "m.py").write_text(SRC)
-    r = await call_tool(ws, "edit_file", path="m.py",
-                        old_str="\ndef add(a, b):\n    return a - b\n",
-                        new_str="\ndef add(a, b):\n    return a + b\n")
+    r = await call_tool(
+        ws,
+        "edit_file",
+        path="m.py",
+        old_str="\ndef add(a, b):\n    return a - b\n",
+        new_str="\ndef add(a, b):\n    return a + b\n",
+    )
     assert not r.is_error, r.output
     assert (ws.root / "m.py").read_text().startswith("def add(a, b):\n    return a + b\n")
 
@@ -31,8 +35,9 @@ async def test_several_matches_give_line_numbers(ws):
 
 async def test_no_match_points_at_near_misses(ws):
     (ws.root / "m.py").write_text(SRC)
-    r = await call_tool(ws, "edit_file", path="m.py", old_str="  def sub(a, b):\n  return a - b",
-                        new_str="x")
+    r = await call_tool(
+        ws, "edit_file", path="m.py", old_str="  def sub(a, b):\n  return a - b", new_str="x"
+    )
     assert r.is_error and "does not occur in m.py" in r.output
     assert "line(s) 5" in r.output
     r = await call_tool(ws, "edit_file", path="m.py", old_str="nothing like it", new_str="x")
@@ -52,11 +57,19 @@ async def test_errors_for_missing_binary_and_non_utf8(ws):
     r = await call_tool(ws, "edit_file", path="nope.py", old_str="a", new_str="b")
     assert r.is_error and "leave out <old_str>" in r.output
     (ws.root / "b.bin").write_bytes(b"\x00\x01a")
-    assert "binary" in (await call_tool(ws, "edit_file", path="b.bin", old_str="a", new_str="b")).output
+    assert (
+        "binary"
+        in (await call_tool(ws, "edit_file", path="b.bin", old_str="a", new_str="b")).output
+    )
     (ws.root / "l.txt").write_bytes(b"caf\xe9")
-    assert "UTF-8" in (await call_tool(ws, "edit_file", path="l.txt", old_str="caf", new_str="b")).output
+    assert (
+        "UTF-8"
+        in (await call_tool(ws, "edit_file", path="l.txt", old_str="caf", new_str="b")).output
+    )
     (ws.root / "e.py").write_text("abc")
-    assert "empty" in (await call_tool(ws, "edit_file", path="e.py", old_str="", new_str="b")).output
+    assert (
+        "empty" in (await call_tool(ws, "edit_file", path="e.py", old_str="", new_str="b")).output
+    )
 
 
 async def test_crlf_files_keep_their_line_endings(ws):

@@ -4,7 +4,9 @@ from tests.conftest import call_tool
 
 def _tree(root):
     (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("def parse_args():\n    pass\n\ndef Parse_file():\n    pass\n")
+    (root / "src" / "app.py").write_text(
+        "def parse_args():\n    pass\n\ndef Parse_file():\n    pass\n"
+    )
     (root / "src" / "util.js").write_text("function parse_args() {}\n")
     (root / "docs").mkdir()
     (root / "docs" / "notes.md").write_text("parse_args is documented here\n")
@@ -15,7 +17,10 @@ async def test_regex_path_and_glob(ws):
     r = await call_tool(ws, "grep", pattern=r"def parse_\w+")
     assert r.output == "src/app.py:1: def parse_args():"
     r = await call_tool(ws, "grep", pattern="parse_args", path="src")
-    assert r.output.splitlines() == ["src/app.py:1: def parse_args():", "src/util.js:1: function parse_args() {}"]
+    assert r.output.splitlines() == [
+        "src/app.py:1: def parse_args():",
+        "src/util.js:1: function parse_args() {}",
+    ]
     r = await call_tool(ws, "grep", pattern="parse_args", glob="*.md")
     assert r.output == "docs/notes.md:1: parse_args is documented here"
     r = await call_tool(ws, "grep", pattern="def parse_file", case_insensitive="true")

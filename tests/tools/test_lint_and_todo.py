@@ -27,8 +27,12 @@ async def test_lint_missing_path(ws):
 
 async def test_todo_replaces_the_list_and_keeps_state(ws):
     ctx = ToolContext(workspace=ws)
-    r = await call_tool(ws, "todo", ctx=ctx, items="- [ ] read\n- [~] fix\n- [x] plan\nplain item\n")
-    assert r.output == ("Todo list (1/4 done):\n- [ ] read\n- [~] fix\n- [x] plan\n- [ ] plain item")
+    r = await call_tool(
+        ws, "todo", ctx=ctx, items="- [ ] read\n- [~] fix\n- [x] plan\nplain item\n"
+    )
+    assert r.output == (
+        "Todo list (1/4 done):\n- [ ] read\n- [~] fix\n- [x] plan\n- [ ] plain item"
+    )
     assert [t.status for t in ctx.todos] == ["pending", "in_progress", "done", "pending"]
     assert r.meta["todos"][1] == {"text": "fix", "status": "in_progress"}
     r = await call_tool(ws, "todo", ctx=ctx, items="")

@@ -29,16 +29,19 @@ def test_symlink_out_is_refused_and_in_is_allowed(ws, tmp_path):
     assert resolve_path(ws.root, "inner") == ws.root / "real.txt"
 
 
-@pytest.mark.parametrize("tool,args", [
-    ("read_file", {"path": "../secret.txt"}),
-    ("read_file", {"path": "/etc/passwd"}),
-    ("list_dir", {"path": ".."}),
-    ("grep", {"pattern": "secret", "path": "link"}),
-    ("edit_file", {"path": "link", "old_str": "secret", "new_str": "x"}),
-    ("edit_file", {"path": "../new.txt", "new_str": "x"}),
-    ("run_terminal", {"command": "pwd", "cwd": ".."}),
-    ("lint", {"paths": "../secret.txt"}),
-])
+@pytest.mark.parametrize(
+    "tool,args",
+    [
+        ("read_file", {"path": "../secret.txt"}),
+        ("read_file", {"path": "/etc/passwd"}),
+        ("list_dir", {"path": ".."}),
+        ("grep", {"pattern": "secret", "path": "link"}),
+        ("edit_file", {"path": "link", "old_str": "secret", "new_str": "x"}),
+        ("edit_file", {"path": "../new.txt", "new_str": "x"}),
+        ("run_terminal", {"command": "pwd", "cwd": ".."}),
+        ("lint", {"paths": "../secret.txt"}),
+    ],
+)
 async def test_every_tool_refuses_escapes(ws, tmp_path, tool, args):
     (tmp_path / "secret.txt").write_text("secret")
     os.symlink(tmp_path / "secret.txt", ws.root / "link")

@@ -38,8 +38,13 @@ async def test_cwd_and_bad_arguments(ws):
     (ws.root / "sub").mkdir()
     r = await call_tool(ws, "run_terminal", command="basename $PWD", cwd="sub")
     assert r.output == "exit code: 0\nsub"
-    assert "must be a number" in (await call_tool(ws, "run_terminal", command="x", timeout="soon")).output
-    assert "between 0 and" in (await call_tool(ws, "run_terminal", command="x", timeout="-1")).output
+    assert (
+        "must be a number"
+        in (await call_tool(ws, "run_terminal", command="x", timeout="soon")).output
+    )
+    assert (
+        "between 0 and" in (await call_tool(ws, "run_terminal", command="x", timeout="-1")).output
+    )
     assert "empty" in (await call_tool(ws, "run_terminal", command="  ")).output
     assert (await call_tool(ws, "run_terminal", command="ls", cwd="nope")).is_error
 
