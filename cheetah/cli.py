@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -46,22 +47,75 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def _tools_run(args: argparse.Namespace) -> int:
-    from cheetah.harness.loop import LocalTools
     from cheetah.harness.protocol import parse_message, render_results
-    from cheetah.sandbox.workspace import LocalWorkspace
 
-    try:
-        workspace = LocalWorkspace(args.repo)
-    except FileNotFoundError as e:
-        print(f"cheetah tools run: {e}", file=sys.stderr)
+    if not args.repo.is_dir():
+        print(f"cheetah tools run: repo {str(args.repo)!r} is not a directory", file=sys.stderr)
         return 2
-    message = sys.stdin.read()
-    calls = parse_message(message)
+    calls = parse_message(sys.stdin.read())
     if not calls:
         print("cheetah tools run: the message holds no <tool> calls", file=sys.stderr)
         return 0
-    results = asyncio.run(LocalTools(workspace).run_tools(calls))
+    try:
+        results = asyncio.run(_run_calls(args, calls))
+    except Exception as e:  # an environment that cannot start: say why, no traceback
+        from cheetah.sandbox.isolated import SandboxUnavailable
+        from cheetah.sandbox.protocol import EnvError
+
+        if isinstance(e, SandboxUnavailable | EnvError):
+            print(f"cheetah tools run: {e}", file=sys.stderr)
+            return 2
+        raise
     sys.stdout.write(render_results(results) + "\n")
+    return 0
+
+
+async def _run_calls(args: argparse.Namespace, calls: list) -> list:
+    """Run the calls on the repo itself, in an isolated session, or through an env server."""
+    if not args.sandbox and not args.server:
+        from cheetah.harness.loop import LocalTools
+        from cheetah.sandbox.workspace import LocalWorkspace
+
+        return await LocalTools(LocalWorkspace(args.repo)).run_tools(calls)
+    snapshot = f"dir:{args.repo.resolve()}"
+    if args.server:
+        from cheetah.sandbox.client import EnvClient
+        from cheetah.sandbox.server import read_token
+
+        env = EnvClient(args.server, read_token(args.token_file))
+    else:
+        from cheetah.sandbox.env import LocalEnv
+
+        env = LocalEnv("isolated")
+    info = await env.create_session(snapshot, refresh=True)
+    try:
+        results = await env.run_tools(info.session_id, calls)
+        if args.diff:
+            print((await env.diff(info.session_id)).diff, file=sys.stderr, end="")
+        return results
+    finally:
+        await env.close(info.session_id)
+        if args.server:
+            await env.aclose()
+
+
+def _env_serve(args: argparse.Namespace) -> int:
+    from cheetah.sandbox.isolated import SandboxUnavailable
+    from cheetah.sandbox.server import serve
+
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.token_file,
+            args.backend,
+            args.capacity,
+            args.idle_timeout_s,
+            args.config,
+        )
+    except SandboxUnavailable as e:
+        print(f"cheetah env serve: cannot isolate commands here: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -119,9 +173,61 @@ def build_parser() -> argparse.ArgumentParser:
         "(concurrently) and print the <tool_result> blocks exactly as the model sees them.",
     )
     run.add_argument("--repo", required=True, type=Path, help="the repository to work in")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run in an isolated session over a snapshot of --repo "
+        "(changes are discarded; --diff prints them)",
+    )
+    where.add_argument(
+        "--server",
+        metavar="URL",
+        help="run through the env server at URL (it must see --repo's path)",
+    )
+    run.add_argument(
+        "--token-file",
+        default=os.environ.get("CHEETAH_ENV_TOKEN_FILE"),
+        help="bearer token for --server (default: $CHEETAH_ENV_TOKEN_FILE)",
+    )
+    run.add_argument(
+        "--diff",
+        action="store_true",
+        help="with --sandbox or --server: print the session's diff on stderr",
+    )
     run.set_defaults(func=_tools_run)
     lst = tools_sub.add_parser("list", help="print the tool descriptions the model is given")
     lst.set_defaults(func=_tools_list)
+
+    env = sub.add_parser("env", help="sandboxed environment servers")
+    env_sub = env.add_subparsers(dest="env_verb", metavar="ACTION", required=True)
+    srv = env_sub.add_parser(
+        "serve",
+        help="serve isolated sessions over HTTP",
+        description="Serve sandboxed sessions (create from a snapshot, run tool calls, diff, "
+        "reset, fork, grade, close) over HTTP. Every endpoint but /health needs the bearer "
+        "token held in --token-file.",
+    )
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8700)
+    srv.add_argument("--token-file", required=True, help="file holding the bearer token")
+    srv.add_argument(
+        "--backend",
+        choices=["isolated", "local"],
+        default="isolated",
+        help="'local' runs commands UNSANDBOXED (trusted use only)",
+    )
+    srv.add_argument("--capacity", type=int, default=64, help="sessions before answering 429")
+    srv.add_argument(
+        "--idle-timeout-s", type=float, default=1800.0, help="close sessions idle this long"
+    )
+    srv.add_argument(
+        "--config",
+        type=Path,
+        help="TOML file of sandbox limits (memory_mb, pids_max, cpus, cpu_time_s, "
+        "file_size_mb, disk_mb, tmp_mb, uid, gid, base_dir)",
+    )
+    srv.set_defaults(func=_env_serve)
 
     try:
         from cheetah.inference.cli import add_serve_command

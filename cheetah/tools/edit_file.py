@@ -20,7 +20,7 @@ from cheetah.tools.base import (
     norm_path,
     text_block,
 )
-from cheetah.tools.files import looks_binary
+from cheetah.tools.files import looks_binary, write_text
 
 SPEC = ToolSpec(
     name="edit_file",
@@ -99,8 +99,7 @@ def _edit(ctx: ToolContext, path: str, old: str | None, new: str) -> ToolOutput:
                 f"{name} already exists ({n} lines); to change it, give <old_str> "
                 "with the exact text to replace"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(new, encoding="utf-8")
+        write_text(target, new)
         n = len(new.splitlines())
         return ToolOutput(f"Created {name} ({n} lines).", meta={"diff": _diff(name, "", new)})
     if not target.exists():
@@ -124,7 +123,7 @@ def _edit(ctx: ToolContext, path: str, old: str | None, new: str) -> ToolOutput:
             "include more surrounding lines so it matches exactly once"
         )
     after = before.replace(old, new, 1)
-    target.write_text(after, encoding="utf-8", newline="")
+    write_text(target, after)
     snippet = _snippet(after, hits[0], max(1, len(new.splitlines())))
     return ToolOutput(f"Edited {name}:\n{snippet}", meta={"diff": _diff(name, before, after)})
 

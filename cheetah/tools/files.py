@@ -88,3 +88,22 @@ def is_ignored(root: Path, path: Path) -> bool:
 def looks_binary(sample: bytes) -> bool:
     """Git's rule: a NUL byte in the first 8 KB means binary."""
     return b"\x00" in sample[:8192]
+
+
+def write_text(target: Path, text: str) -> None:
+    """Write a file as the workspace's owner would: in place for an existing file (owner,
+    mode and links kept), and new files and directories owned like their parent. So a
+    sandboxed command running as the sandbox user can still change what a tool wrote.
+    """
+    if target.exists():
+        with target.open("r+", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.truncate()
+        return
+    missing = [p for p in reversed(target.parents) if not p.exists()]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8", newline="")
+    if os.geteuid() == 0:
+        owner = (missing[0].parent if missing else target.parent).stat()
+        for path in [*missing, target]:
+            os.chown(path, owner.st_uid, owner.st_gid)

@@ -1,0 +1,232 @@
+"""`LocalEnv`: the environment in process. The env server wraps one; tests and a single
+machine use it directly.
+
+Each session pairs a backend session (isolated or trusted copy) with its own
+``ToolContext``, so the todo list and other per-session state live with the files.
+Sessions idle longer than ``idle_timeout_s`` are reaped by ``reap_idle``; at
+``capacity`` new sessions are refused with status 429 and a retry hint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cheetah.harness.protocol import ToolCall, ToolResult
+from cheetah.sandbox.config import SandboxConfig
+from cheetah.sandbox.protocol import (
+    CheckResult,
+    DiffResponse,
+    EnvError,
+    GradeRequest,
+    GradeResponse,
+    SessionInfo,
+    Stats,
+)
+from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec
+from cheetah.sandbox.workspace import PathError, resolve_path
+from cheetah.tools import default_tools
+from cheetah.tools.base import Limits, ToolContext
+from cheetah.tools.batch import run_batch
+from cheetah.tools.files import write_text
+
+Backend = Literal["isolated", "local"]
+
+
+@dataclass
+class _Session:
+    info: SessionInfo
+    backend_session: Any
+    ctx: ToolContext
+    last_used: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class LocalEnv:
+    def __init__(
+        self,
+        backend: Backend = "isolated",
+        *,
+        config: SandboxConfig | None = None,
+        capacity: int = 64,
+        idle_timeout_s: float = 1800.0,
+        limits: Limits | None = None,
+    ) -> None:
+        if backend == "isolated":
+            from cheetah.sandbox.isolated import Sandbox
+
+            self.backend: Any = Sandbox(config)
+        elif backend == "local":
+            from cheetah.sandbox.local_backend import LocalBackend
+
+            self.backend = LocalBackend(config.base_dir if config else None)
+        else:
+            raise ValueError(f"unknown backend {backend!r}; choose 'isolated' or 'local'")
+        self.capacity, self.idle_timeout_s = capacity, idle_timeout_s
+        self.limits = limits or Limits()
+        self.tools = default_tools()
+        self.sessions: dict[str, _Session] = {}
+        self.started = time.monotonic()
+        self._pending = 0
+
+    @property
+    def isolation(self) -> str:
+        return self.backend.describe()
+
+    def _get(self, session_id: str) -> _Session:
+        s = self.sessions.get(session_id)
+        if s is None:
+            raise EnvError(f"no session {session_id!r} (closed, reaped, or never created)", 404)
+        s.last_used = time.monotonic()
+        return s
+
+    def _check_capacity(self) -> None:
+        if len(self.sessions) + self._pending >= self.capacity:
+            raise EnvError(f"at capacity ({self.capacity} sessions)", 429, retry_after=1.0)
+
+    async def create_session(
+        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+    ) -> SessionInfo:
+        self._check_capacity()
+        if session_id is not None and session_id in self.sessions:
+            raise EnvError(f"session {session_id!r} already exists", 409)
+        try:
+            spec = SnapshotSpec.parse(snapshot)
+        except (SnapshotError, ValueError) as e:
+            raise EnvError(str(e), 400) from None
+        self._pending += 1
+        try:
+            bs = await self.backend.create(spec, session_id, refresh)
+        except SnapshotError as e:
+            raise EnvError(str(e), 400) from None
+        finally:
+            self._pending -= 1
+        return self._register(bs, snapshot)
+
+    def _register(self, bs: Any, snapshot: str) -> SessionInfo:
+        info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
+        self.sessions[bs.id] = _Session(info, bs, ToolContext(workspace=bs, limits=self.limits))
+        return info
+
+    async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]:
+        s = self._get(session_id)
+        async with s.lock:  # one batch at a time per session; calls inside run concurrently
+            results = await run_batch(calls, s.ctx, self.tools)
+        s.last_used = time.monotonic()
+        return results
+
+    async def diff(self, session_id: str) -> DiffResponse:
+        bs = self._get(session_id).backend_session
+        paths = await asyncio.to_thread(bs.changed_paths)
+        text = await asyncio.to_thread(bs.diff)
+        return DiffResponse(paths=paths, diff=text)
+
+    async def reset(self, session_id: str) -> None:
+        s = self._get(session_id)
+        async with s.lock:
+            await asyncio.to_thread(s.backend_session.reset)
+            s.ctx.todos = []
+
+    async def fork(self, session_id: str) -> SessionInfo:
+        self._check_capacity()
+        s = self._get(session_id)
+        async with s.lock:
+            child = await asyncio.to_thread(s.backend_session.fork)
+        info = self._register(child, s.info.snapshot)
+        self.sessions[child.id].ctx.todos = list(s.ctx.todos)
+        return info
+
+    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse:
+        s = self._get(session_id)
+        bs = s.backend_session
+        async with s.lock:
+            await asyncio.to_thread(s.backend_session.kill_processes)
+            for rel, content in request.hidden_files.items():
+                try:
+                    target = resolve_path(bs.root, rel)
+                except PathError as e:
+                    raise EnvError(f"hidden file {rel!r}: {e}", 400) from None
+                await asyncio.to_thread(write_text, target, content)
+            checks = []
+            for command in request.commands:
+                r = await bs.exec(command, timeout_s=request.timeout_s, output_limit=32_000)
+                checks.append(
+                    CheckResult(
+                        command=command,
+                        passed=r.exit_code == 0,
+                        exit_code=r.exit_code,
+                        timed_out=r.timed_out,
+                        output=r.output,
+                        wall_s=r.wall_s,
+                    )
+                )
+        return GradeResponse(passed=all(c.passed for c in checks), checks=checks)
+
+    async def close(self, session_id: str) -> None:
+        s = self.sessions.pop(session_id, None)
+        if s is None:
+            raise EnvError(f"no session {session_id!r}", 404)
+        # Kill first, outside the lock: a batch still running ends at once instead of
+        # holding the close until its commands time out.
+        await asyncio.to_thread(s.backend_session.kill_processes)
+        async with s.lock:
+            await asyncio.to_thread(s.backend_session.close)
+
+    async def close_all(self) -> None:
+        for sid in list(self.sessions):
+            with contextlib.suppress(EnvError):
+                await self.close(sid)
+
+    async def reap_idle(self) -> list[str]:
+        now = time.monotonic()
+        idle = [
+            sid
+            for sid, s in self.sessions.items()
+            if now - s.last_used > self.idle_timeout_s and not s.lock.locked()
+        ]
+        for sid in idle:
+            with contextlib.suppress(EnvError):
+                await self.close(sid)
+        return idle
+
+    async def stats(self) -> Stats:
+        total, avail = _meminfo()
+        return Stats(
+            sessions=len(self.sessions),
+            capacity=self.capacity,
+            isolation=self.isolation,
+            cpu_count=os.cpu_count() or 1,
+            load_avg_1m=os.getloadavg()[0],
+            memory_total_mb=total,
+            memory_available_mb=avail,
+            uptime_s=time.monotonic() - self.started,
+        )
+
+
+def _meminfo() -> tuple[float, float]:
+    values = {}
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                values[key] = float(rest.split()[0]) / 1024
+    except OSError:
+        return 0.0, 0.0
+    return values.get("MemTotal", 0.0), values.get("MemAvailable", 0.0)
+
+
+class EnvSession:
+    """A session seen as a ``ToolRunner``: ``run_agent`` drives any ``Environment`` through it."""
+
+    def __init__(self, env: Any, session_id: str) -> None:
+        self.env, self.session_id = env, session_id
+
+    def specs(self):
+        return [t.spec for t in default_tools().values()]
+
+    async def run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        return await self.env.run_tools(self.session_id, calls)

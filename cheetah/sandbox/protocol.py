@@ -1,0 +1,153 @@
+"""The environment boundary: wire types and the `Environment` protocol.
+
+Imported by both ends: ``LocalEnv`` (in process), ``EnvServer`` (FastAPI) and
+``EnvClient`` / ``EnvFleet`` (HTTP). A session is a workspace made from a snapshot
+that keeps its state (files, todo list) across batches of tool calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from cheetah.harness.protocol import ToolCall, ToolResult
+
+
+class CreateSessionRequest(BaseModel):
+    snapshot: str = Field(description="dir:PATH, tar:PATH, git:PATH@COMMIT, or a bare path")
+    session_id: str | None = None
+    refresh: bool = Field(False, description="re-read a directory snapshot even if cached")
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    snapshot: str
+    isolation: str
+
+
+class CallModel(BaseModel):
+    index: int
+    name: str
+    args: dict[str, str] = Field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def of(cls, call: ToolCall) -> CallModel:
+        return cls(index=call.index, name=call.name, args=call.args, error=call.error)
+
+    def to_call(self) -> ToolCall:
+        return ToolCall(index=self.index, name=self.name, args=dict(self.args), error=self.error)
+
+
+class ResultModel(BaseModel):
+    index: int
+    name: str
+    output: str
+    is_error: bool = False
+    started_s: float = 0.0
+    wall_s: float = 0.0
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, r: ToolResult) -> ResultModel:
+        return cls(
+            index=r.index,
+            name=r.name,
+            output=r.output,
+            is_error=r.is_error,
+            started_s=r.started_s,
+            wall_s=r.wall_s,
+            meta=r.meta,
+        )
+
+    def to_result(self) -> ToolResult:
+        return ToolResult(
+            index=self.index,
+            name=self.name,
+            output=self.output,
+            is_error=self.is_error,
+            started_s=self.started_s,
+            wall_s=self.wall_s,
+            meta=dict(self.meta),
+        )
+
+
+class RunToolsRequest(BaseModel):
+    calls: list[CallModel]
+
+
+class RunToolsResponse(BaseModel):
+    results: list[ResultModel]
+
+
+class DiffResponse(BaseModel):
+    paths: list[str]
+    diff: str
+
+
+class GradeRequest(BaseModel):
+    """Hidden files are written into the session only now; then each command runs."""
+
+    commands: list[str]
+    hidden_files: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = 300.0
+
+
+class CheckResult(BaseModel):
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    wall_s: float
+
+
+class GradeResponse(BaseModel):
+    passed: bool
+    checks: list[CheckResult]
+
+
+class Stats(BaseModel):
+    sessions: int
+    capacity: int
+    isolation: str
+    cpu_count: int
+    load_avg_1m: float
+    memory_total_mb: float
+    memory_available_mb: float
+    uptime_s: float
+
+
+class Health(BaseModel):
+    ok: bool
+    isolation: str
+
+
+class EnvError(RuntimeError):
+    """An environment operation failed; ``status`` follows HTTP (404 unknown session, 429 full)."""
+
+    def __init__(self, message: str, status: int = 400, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status, self.retry_after = status, retry_after
+
+
+@runtime_checkable
+class Environment(Protocol):
+    async def create_session(
+        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+    ) -> SessionInfo: ...
+
+    async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]: ...
+
+    async def diff(self, session_id: str) -> DiffResponse: ...
+
+    async def reset(self, session_id: str) -> None: ...
+
+    async def fork(self, session_id: str) -> SessionInfo: ...
+
+    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse: ...
+
+    async def close(self, session_id: str) -> None: ...
+
+    async def stats(self) -> Stats: ...
