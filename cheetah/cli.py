@@ -112,6 +112,7 @@ def _env_serve(args: argparse.Namespace) -> int:
             args.capacity,
             args.idle_timeout_s,
             args.config,
+            args.reap_interval_s,
         )
     except SandboxUnavailable as e:
         print(f"cheetah env serve: cannot isolate commands here: {e}", file=sys.stderr)
@@ -220,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--capacity", type=int, default=64, help="sessions before answering 429")
     srv.add_argument(
         "--idle-timeout-s", type=float, default=1800.0, help="close sessions idle this long"
+    )
+    srv.add_argument(
+        "--reap-interval-s", type=float, default=30.0, help="how often to look for idle sessions"
     )
     srv.add_argument(
         "--config",

@@ -124,6 +124,7 @@ def serve(
     capacity: int,
     idle_timeout_s: float,
     config: Path | None = None,
+    reap_interval_s: float = 30.0,
 ) -> None:
     import uvicorn
 
@@ -131,4 +132,4 @@ def serve(
     cfg = SandboxConfig.from_toml(config) if config else SandboxConfig()
     env = LocalEnv(backend, config=cfg, capacity=capacity, idle_timeout_s=idle_timeout_s)  # type: ignore[arg-type]
     print(f"cheetah env server on http://{host}:{port}  isolation: {env.isolation}", flush=True)
-    uvicorn.run(create_app(env, token), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(env, token, reap_interval_s), host=host, port=port, log_level="warning")

@@ -58,10 +58,12 @@ class ServerProc:
         backend: str = "isolated",
         capacity: int = 64,
         idle_timeout_s: float = 1800.0,
+        reap_interval_s: float = 30.0,
+        token: str | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.token = secrets.token_hex(16)
+        self.token = token or secrets.token_hex(16)
         self.token_file = tmp / f"token-{self.port}"
         self.token_file.write_text(self.token)
         config = tmp / f"sandbox-{self.port}.toml"
@@ -81,6 +83,8 @@ class ServerProc:
                 str(capacity),
                 "--idle-timeout-s",
                 str(idle_timeout_s),
+                "--reap-interval-s",
+                str(reap_interval_s),
                 "--config",
                 str(config),
             ],

@@ -1,0 +1,93 @@
+"""EnvFleet over real env server processes: placement, backpressure, surviving a dead server."""
+
+import asyncio
+import time
+
+import pytest
+
+from cheetah.harness.loop import run_agent
+from cheetah.harness.policy import ScriptedPolicy
+from cheetah.harness.protocol import parse_message
+from cheetah.sandbox.env import EnvSession
+from cheetah.sandbox.fleet import EnvFleet
+from cheetah.sandbox.protocol import EnvError
+from tests.conftest import SAMPLE_REPO
+from tests.sandbox.conftest import needs_isolation
+
+pytestmark = needs_isolation
+TOKEN = "fleet-test-token-0123456789"
+
+
+async def test_least_loaded_placement_and_backpressure(env_server):
+    a = env_server(capacity=1, token=TOKEN)
+    b = env_server(capacity=1, token=TOKEN)
+    fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
+    await fleet.check_health()
+    try:
+        s1 = await fleet.create_session(str(SAMPLE_REPO))
+        s2 = await fleet.create_session(str(SAMPLE_REPO))
+        assert {
+            fleet.sessions[s1.session_id].server.url,
+            fleet.sessions[s2.session_id].server.url,
+        } == {a.url, b.url}
+
+        async def free_one_later():
+            await asyncio.sleep(0.8)
+            await fleet.close(s1.session_id)
+
+        t0 = time.monotonic()
+        closer = asyncio.create_task(free_one_later())
+        s3 = await fleet.create_session(str(SAMPLE_REPO))  # waits: both servers are full
+        await closer
+        assert time.monotonic() - t0 >= 0.8
+        [r] = await fleet.run_tools(s3.session_id, parse_message('<tool name="list_dir"></tool>'))
+        assert r.output.startswith("./\n")
+        fleet.max_wait_s = 0.5
+        with pytest.raises(EnvError) as e:
+            await fleet.create_session(str(SAMPLE_REPO))
+        assert e.value.status == 429 and "all full or down" in str(e.value)
+    finally:
+        await fleet.aclose()
+
+
+class KillServerAfter:
+    """A scripted policy that kills the server hosting the session before turn ``n``."""
+
+    def __init__(self, messages, n, kill):
+        self.inner, self.n, self.kill, self.turn = ScriptedPolicy(messages), n, kill, 0
+        self.name = "scripted+kill"
+
+    async def generate(self, messages):
+        self.turn += 1
+        if self.turn == self.n:
+            self.kill()
+        return await self.inner.generate(messages)
+
+
+async def test_rollout_survives_a_server_dying_mid_session(env_server):
+    a, b = env_server(token=TOKEN), env_server(token=TOKEN)
+    fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
+    procs = {a.url: a, b.url: b}
+    try:
+        sid = (await fleet.create_session(str(SAMPLE_REPO))).session_id
+        first = fleet.sessions[sid].server.url
+        script = [
+            '<tool name="edit_file"><path>textkit/stats.py</path><old_str>ranked[: n - 1]</old_str>'
+            "<new_str>ranked[:n]</new_str></tool>"
+            '<tool name="todo"><items>- [x] fix</items></tool>',
+            '<tool name="run_terminal"><command>echo step2 > log.txt</command></tool>',
+            '<tool name="run_terminal"><command>echo step3 >> log.txt; cat log.txt; '
+            "python -m pytest -q 2>&1 | tail -1</command></tool>",
+            "Done.",
+        ]
+        policy = KillServerAfter(script, 3, lambda: procs[first].kill())
+        traj = await run_agent("fix it", policy, EnvSession(fleet, sid))
+        assert traj.stop_reason == "finished", traj.stop_detail
+        assert not any(c.is_error for c in traj.calls), [c.output for c in traj.calls]
+        last = traj.turns[2].calls[0].output
+        assert "step2\nstep3" in last and "8 passed" in last
+        assert fleet.failovers == 1 and fleet.sessions[sid].server.url != first
+        d = await fleet.diff(sid)
+        assert d.paths == ["log.txt", "textkit/stats.py"]
+    finally:
+        await fleet.aclose()
