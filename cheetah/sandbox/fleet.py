@@ -8,6 +8,8 @@
   batches (a reset clears the log). When a server stops answering, the session is
   re-created on another server from its snapshot, the log is replayed in order,
   and the interrupted operation is retried. The rollout goes on; nothing is lost.
+- Retries: an answer of 429/502/503/504 on a session's server is retried with
+  backoff (``retries`` times) before it is passed on.
 - Health: ``check_health`` (also run every ``health_interval_s`` once ``start``ed)
   marks servers up or down; a transport error marks one down at once.
 
@@ -34,6 +36,8 @@ from cheetah.sandbox.protocol import (
     SessionInfo,
     Stats,
 )
+
+TRANSIENT = frozenset({429, 502, 503, 504})
 
 
 @dataclass
@@ -70,12 +74,14 @@ class EnvFleet:
         backoff_s: float = 0.1,
         health_interval_s: float = 5.0,
         timeout_s: float = 900.0,
+        retries: int = 4,
     ) -> None:
         if not urls:
             raise ValueError("EnvFleet needs at least one server URL")
         self.servers = [_Server(u.rstrip("/"), EnvClient(u, token, timeout_s)) for u in urls]
         self.max_wait_s, self.backoff_s = max_wait_s, backoff_s
         self.health_interval_s = health_interval_s
+        self.retries = retries
         self.sessions: dict[str, _FleetSession] = {}
         self.failovers = 0
         self._ids = itertools.count(1)
@@ -173,13 +179,22 @@ class EnvFleet:
         self.failovers += 1
 
     async def _on_server(self, s: _FleetSession, op):
-        """Run ``op(client, remote_id)``, failing over as often as servers die."""
-        for _ in range(len(self.servers) + 1):
+        """Run ``op(client, remote_id)``: retry a busy server with backoff, fail over a dead one."""
+        failovers, busy, delay = 0, 0, self.backoff_s
+        while True:
             try:
                 return await op(s.server.client, s.remote_id)
             except ServerDown:
+                failovers += 1
+                if failovers > len(self.servers):
+                    raise EnvError(f"session {s.id}: every server failed", 503) from None
                 await self._failover(s)
-        raise EnvError(f"session {s.id}: every server failed", 503)
+            except EnvError as e:
+                busy += 1
+                if e.status not in TRANSIENT or busy > self.retries:
+                    raise
+                await asyncio.sleep(e.retry_after or delay)
+                delay = min(delay * 2, 2.0)
 
     async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]:
         s = self._get(session_id)

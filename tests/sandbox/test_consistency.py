@@ -11,29 +11,46 @@ from tests.sandbox.conftest import BIN, needs_isolation
 
 pytestmark = needs_isolation
 
-MESSAGE = "\n".join([
-    "Let me look around and make a change.",
-    render_call("list_dir", {"path": ".", "depth": "2"}),
-    render_call("read_file", {"path": "textkit/stats.py", "start_line": "10", "end_line": "25"}),
-    render_call("grep", {"pattern": r"def \w+", "glob": "*.py"}),
-    render_call("edit_file", {"path": "textkit/stats.py", "old_str": "ranked[: n - 1]",
-                              "new_str": "ranked[:n]"}),
-    render_call("edit_file", {"path": "notes/todo.md", "new_str": "# notes\n- café ✓\n"}),
-    render_call("run_terminal", {"command": "cat README.md | head -3; echo err >&2; "
-                                            "python -c 'print(sum(range(10)))'; exit 4"}),
-    render_call("run_terminal", {"command": "sleep 5", "timeout": "0.5"}),
-    render_call("lint", {"paths": "textkit"}),
-    render_call("todo", {"items": "- [x] look\n- [~] change"}),
-    render_call("read_file", {"path": "../outside.txt"}),
-    render_call("nope", {}),
-    '<tool name="grep"><pattern>x</tool>',
-])
+MESSAGE = "\n".join(
+    [
+        "Let me look around and make a change.",
+        render_call("list_dir", {"path": ".", "depth": "2"}),
+        render_call(
+            "read_file", {"path": "textkit/stats.py", "start_line": "10", "end_line": "25"}
+        ),
+        render_call("grep", {"pattern": r"def \w+", "glob": "*.py"}),
+        render_call(
+            "edit_file",
+            {"path": "textkit/stats.py", "old_str": "ranked[: n - 1]", "new_str": "ranked[:n]"},
+        ),
+        render_call("edit_file", {"path": "notes/todo.md", "new_str": "# notes\n- café ✓\n"}),
+        render_call(
+            "run_terminal",
+            {
+                "command": "cat README.md | head -3; echo err >&2; "
+                "python -c 'print(sum(range(10)))'; exit 4"
+            },
+        ),
+        render_call("run_terminal", {"command": "sleep 5", "timeout": "0.5"}),
+        render_call("lint", {"paths": "textkit"}),
+        render_call("todo", {"items": "- [x] look\n- [~] change"}),
+        render_call("read_file", {"path": "../outside.txt"}),
+        render_call("nope", {}),
+        '<tool name="grep"><pattern>x</tool>',
+    ]
+)
 
 
 def tools_run(repo, *flags):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
-    r = subprocess.run([BIN / "cheetah", "tools", "run", "--repo", str(repo), *flags],
-                       input=MESSAGE, capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [BIN / "cheetah", "tools", "run", "--repo", str(repo), *flags],
+        input=MESSAGE,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -48,7 +65,9 @@ def test_local_isolated_and_server_results_are_byte_identical(tmp_path, env_serv
     local = tools_run(fresh(tmp_path, "a"))
     isolated = tools_run(fresh(tmp_path, "b"), "--sandbox")
     srv = env_server()
-    served = tools_run(fresh(tmp_path, "c"), "--server", srv.url, "--token-file", str(srv.token_file))
+    served = tools_run(
+        fresh(tmp_path, "c"), "--server", srv.url, "--token-file", str(srv.token_file)
+    )
     assert local.count("<tool_result ") == 12
     assert "exit code: 4\n" in local and "timed out after 0.5 s" in local
     assert 'name="lint" index="8">\nNo lint problems in textkit.' in local

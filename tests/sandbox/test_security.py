@@ -78,6 +78,7 @@ async def test_other_sessions_are_invisible(client):
         b, parse_message(render_call("grep", {"pattern": "secret-of-a", "path": "/"}))
     )
     assert g.is_error and "absolute" in g.output
+    await still_serving(client)
 
 
 async def test_system_dirs_and_proc_sys_are_read_only(client):
@@ -89,6 +90,7 @@ async def test_system_dirs_and_proc_sys_are_read_only(client):
     )
     assert r.output.count("Read-only file system") >= 2 and r.output.endswith("end")
     assert not os.path.exists("/usr/evil") and not os.path.exists("/etc/evil")
+    await still_serving(client)
 
 
 async def test_no_network(client):
@@ -110,6 +112,7 @@ async def test_no_network(client):
     assert "Network is unreachable" in lines[2]
     assert lines[3] == "no-dns"
     listener.close()
+    await still_serving(client)
 
 
 async def test_fork_bomb_is_contained(client):
@@ -137,6 +140,7 @@ async def test_cpu_loop_is_stopped_by_cpu_time_limit(client):
     # SIGXCPU/SIGKILL after 3 CPU seconds, well before the 30 s timeout
     assert "rc=152" in r.output or "rc=137" in r.output
     assert r.meta["exec_s"] < 20
+    await still_serving(client)
 
 
 async def test_disk_and_file_size_limits(client):
@@ -183,6 +187,7 @@ async def test_symlink_and_dotdot_escapes(client):
     assert all(r.is_error for r in results), [r.output for r in results]
     assert all("outside the workspace" in r.output for r in results)
     assert not os.path.exists("/tmp/x")
+    await still_serving(client)
 
 
 async def test_background_processes_die_at_close(client):
@@ -204,6 +209,7 @@ async def test_background_processes_die_at_close(client):
     await asyncio.sleep(0.3)
     assert not _running(marker)
     task.cancel()
+    await still_serving(client)
 
 
 def _running(marker: str) -> bool:
