@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	cp -r cheetah/data/sample_repo $(DEMO_DIR)/repo
-	$(BIN)/cheetah agent "The test suite of this repo fails: find the bug and fix it." \
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah agent "The test suite of this repo fails: find the bug and fix it." \
 	  --repo $(DEMO_DIR)/repo --model scripted:cheetah/data/scripts/fix_sample_repo.json \
 	  --out $(DEMO_DIR)/trajectory.json
 	cd $(DEMO_DIR)/repo && $(CURDIR)/$(BIN)/python -m pytest -q

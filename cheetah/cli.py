@@ -36,14 +36,42 @@ def _agent(args: argparse.Namespace) -> int:
         max_turns=args.max_turns, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s
     )
     printer = TurnPrinter(console)
-    traj = asyncio.run(
-        run_agent(args.query, policy, workspace, limits, on_turn=None if args.quiet else printer)
-    )
+    on_turn = None if args.quiet else printer
+    if args.sandbox:
+        try:
+            traj, diff = asyncio.run(_agent_sandboxed(args, policy, limits, on_turn))
+        except Exception as e:
+            from cheetah.sandbox.isolated import SandboxUnavailable
+
+            if isinstance(e, SandboxUnavailable):
+                print(f"cheetah agent: cannot isolate commands here: {e}", file=sys.stderr)
+                return 2
+            raise
+        console.rule("changes in the sandbox (your repo is untouched)")
+        console.print(diff or "(none)", markup=False, highlight=False)
+    else:
+        traj = asyncio.run(run_agent(args.query, policy, workspace, limits, on_turn=on_turn))
     printer.summary(traj)
     if args.out:
         path = traj.save(args.out)
         console.print(f"trajectory written to {path}")
     return 0 if traj.stop_reason != "error" else 1
+
+
+async def _agent_sandboxed(args, policy, limits, on_turn):
+    """Run the agent in an isolated session over a snapshot of --repo; return it and its diff."""
+    from cheetah.harness.loop import run_agent
+    from cheetah.sandbox.env import EnvSession, LocalEnv
+
+    env = LocalEnv("isolated")
+    info = await env.create_session(f"dir:{args.repo.resolve()}", refresh=True)
+    try:
+        traj = await run_agent(
+            args.query, policy, EnvSession(env, info.session_id), limits, on_turn=on_turn
+        )
+        return traj, (await env.diff(info.session_id)).diff
+    finally:
+        await env.close_all()
 
 
 def _tools_run(args: argparse.Namespace) -> int:
@@ -142,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         "agent",
         help="run the agent on a repository",
         description="Run the agent on QUERY in the repo at --repo, showing "
-        "each turn's calls, results and diffs. Runs commands unsandboxed: "
-        "use it on your own repos.",
+        "each turn's calls, results and diffs. Without --sandbox, commands run "
+        "unsandboxed with your rights: use it on your own repos.",
     )
     agent.add_argument("query", help="what the agent should do")
     agent.add_argument("--repo", required=True, type=Path, help="the repository to work in")
@@ -163,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--temperature", type=float, default=0.0)
     agent.add_argument("--quiet", action="store_true", help="print only the summary")
+    agent.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="work in an isolated session over a snapshot of --repo; prints the diff at the end "
+        "and leaves your repo untouched",
+    )
     agent.set_defaults(func=_agent)
 
     tools = sub.add_parser("tools", help="the agent's tools")

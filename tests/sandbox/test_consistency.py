@@ -73,3 +73,33 @@ def test_local_isolated_and_server_results_are_byte_identical(tmp_path, env_serv
     assert 'name="lint" index="8">\nNo lint problems in textkit.' in local
     assert isolated == local
     assert served == local
+
+
+def test_agent_in_sandbox_fixes_the_bug_and_leaves_the_repo_untouched(tmp_path):
+    from tests.conftest import FIX_SCRIPT
+
+    repo = fresh(tmp_path, "d")
+    before = (repo / "textkit" / "stats.py").read_text()
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "COLUMNS": "120"}
+    r = subprocess.run(
+        [
+            BIN / "cheetah",
+            "agent",
+            "fix the tests",
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{FIX_SCRIPT}",
+            "--sandbox",
+            "--out",
+            str(tmp_path / "t.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "changes in the sandbox" in r.stdout and "+    return ranked[:n]" in r.stdout
+    assert "8 passed" in r.stdout  # the tests ran inside the sandbox after the fix
+    assert (repo / "textkit" / "stats.py").read_text() == before
