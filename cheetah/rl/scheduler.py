@@ -1,0 +1,200 @@
+"""Rollout scheduling with no batch barrier: the same code drives Ray workers and the simulator.
+
+The scheduler keeps up to ``max_in_flight`` rollouts running. Whenever a rollout
+finishes, its slot is refilled at once (``assign``), on the worker with the fewest
+rollouts in flight (least loaded), so a straggler holds one slot, never a batch.
+G rollouts of one task form a group; a group is complete when all G have finished.
+``take_batch`` hands the trainer ``groups_per_step`` complete groups as soon as they
+exist, after dropping (and counting) groups whose oldest turn is more than
+``max_staleness`` policy versions behind. Rollouts in flight are never cancelled by
+a weight update: they continue and record the version of every turn.
+
+``barrier=True`` turns this into the synchronous baseline: a batch of rollouts is
+started only when nothing is in flight, the buffer is empty and the trainer idle.
+
+Pure bookkeeping: no clocks, no Ray, no I/O. Drivers call ``assign``, ``finish``,
+``fail`` and ``take_batch``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    rollout_id: int
+    group_id: int
+    task_id: str
+    sample: int  # 0..G-1 within the group
+
+
+@dataclass
+class Finished:
+    spec: RolloutSpec
+    reward: float
+    versions: list[int]  # policy version of each turn
+    payload: Any = None  # the trajectory, for real drivers
+
+    @property
+    def oldest_version(self) -> int:
+        return min(self.versions) if self.versions else 0
+
+
+@dataclass
+class Group:
+    group_id: int
+    task_id: str
+    size: int
+    rollouts: list[Finished] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.rollouts) == self.size
+
+    @property
+    def oldest_version(self) -> int:
+        return min(r.oldest_version for r in self.rollouts)
+
+
+@dataclass
+class SchedulerStats:
+    started: int = 0
+    finished: int = 0
+    failed: int = 0
+    groups_trained: int = 0
+    groups_dropped_stale: int = 0
+
+
+class RolloutScheduler:
+    def __init__(
+        self,
+        tasks: Iterator[str],
+        *,
+        workers: dict[Hashable, int],
+        group_size: int,
+        max_in_flight: int,
+        groups_per_step: int,
+        max_staleness: int,
+        barrier: bool = False,
+        max_rollouts: int | None = None,
+    ) -> None:
+        if group_size < 1 or groups_per_step < 1:
+            raise ValueError("group_size and groups_per_step must be at least 1")
+        self.tasks = tasks
+        self.capacity = dict(workers)
+        self.load: dict[Hashable, int] = dict.fromkeys(workers, 0)
+        self.group_size, self.groups_per_step = group_size, groups_per_step
+        self.max_in_flight, self.max_staleness = max_in_flight, max_staleness
+        self.barrier, self.max_rollouts = barrier, max_rollouts
+        self.pending: deque[RolloutSpec] = deque()  # specs waiting for a slot (retries first)
+        self.groups: dict[int, Group] = {}
+        self.ready: deque[Group] = deque()
+        self.in_flight: dict[int, Hashable] = {}
+        self.stats = SchedulerStats()
+        self._next_rollout = self._next_group = 0
+        self._exhausted = False
+
+    # -- starting rollouts ----------------------------------------------------
+    def _new_group(self) -> bool:
+        if self.max_rollouts is not None and self._next_rollout >= self.max_rollouts:
+            return False
+        try:
+            task = next(self.tasks)
+        except StopIteration:
+            self._exhausted = True
+            return False
+        gid = self._next_group
+        self._next_group += 1
+        self.groups[gid] = Group(gid, task, self.group_size)
+        for k in range(self.group_size):
+            self.pending.append(RolloutSpec(self._next_rollout, gid, task, k))
+            self._next_rollout += 1
+        return True
+
+    def _least_loaded(self) -> Hashable | None:
+        best, best_load = None, None
+        for w, cap in self.capacity.items():
+            load = self.load[w]
+            if load < cap and (best_load is None or load / cap < best_load):
+                best, best_load = w, load / cap
+        return best
+
+    def assign(self, trainer_busy: bool = False) -> list[tuple[Hashable, RolloutSpec]]:
+        """Rollouts to start now, each with the worker to run it on. In barrier mode nothing
+        starts while rollouts run, groups wait, or the trainer is busy."""
+        if self.barrier and (self.in_flight or self.ready or trainer_busy):
+            return []
+        out = []
+        while len(self.in_flight) < self.max_in_flight:
+            if not self.pending and not self._new_group():
+                break
+            worker = self._least_loaded()
+            if worker is None:
+                break
+            spec = self.pending.popleft()
+            self.load[worker] += 1
+            self.in_flight[spec.rollout_id] = worker
+            self.stats.started += 1
+            out.append((worker, spec))
+        return out
+
+    # -- results --------------------------------------------------------------
+    def finish(self, result: Finished) -> None:
+        worker = self.in_flight.pop(result.spec.rollout_id)
+        if worker in self.load:
+            self.load[worker] -= 1
+        self.stats.finished += 1
+        group = self.groups[result.spec.group_id]
+        group.rollouts.append(result)
+        if group.complete:
+            del self.groups[group.group_id]
+            self.ready.append(group)
+
+    def fail(self, spec: RolloutSpec, worker_lost: bool = False) -> None:
+        """A rollout did not complete (its worker died): run it again, first in line."""
+        worker = self.in_flight.pop(spec.rollout_id)
+        if worker in self.load:
+            self.load[worker] -= 1
+        self.stats.failed += 1
+        if worker_lost:
+            self.capacity.pop(worker, None)
+            self.load.pop(worker, None)
+        self.pending.appendleft(spec)
+
+    def add_worker(self, worker: Hashable, capacity: int) -> None:
+        self.capacity[worker] = capacity
+        self.load.setdefault(worker, 0)
+
+    def take_batch(self, version: int) -> list[Group] | None:
+        """``groups_per_step`` complete, fresh-enough groups, or None if there are not enough."""
+        fresh = deque()
+        for g in self.ready:
+            if version - g.oldest_version > self.max_staleness:
+                self.stats.groups_dropped_stale += 1
+            else:
+                fresh.append(g)
+        self.ready = fresh
+        if len(self.ready) < self.groups_per_step:
+            # A short batch only when nothing more can arrive for it: after a barrier batch,
+            # or at the end of the run.
+            flush = self.ready and not self.in_flight and (self.barrier or self.done_starting)
+            if not flush:
+                return None
+        n = min(self.groups_per_step, len(self.ready))
+        batch = [self.ready.popleft() for _ in range(n)]
+        self.stats.groups_trained += len(batch)
+        return batch
+
+    @property
+    def done_starting(self) -> bool:
+        if self.max_rollouts is not None and self._next_rollout >= self.max_rollouts:
+            return not self.pending
+        return self._exhausted and not self.pending
+
+    @property
+    def idle(self) -> bool:
+        return self.done_starting and not self.in_flight

@@ -1,0 +1,95 @@
+import itertools
+
+import pytest
+
+from cheetah.rl.scheduler import Finished, RolloutScheduler
+from cheetah.rl.simulate import SimConfig, simulate
+
+
+def sched(**kw):
+    args = dict(
+        workers={"a": 2, "b": 2}, group_size=2, max_in_flight=4, groups_per_step=1, max_staleness=2
+    )
+    args.update(kw)
+    return RolloutScheduler((f"t{i}" for i in itertools.count()), **args)
+
+
+def test_fills_slots_least_loaded_first_and_refills_without_barrier():
+    s = sched()
+    started = s.assign()
+    assert [w for w, _ in started] == ["a", "b", "a", "b"]
+    assert [(sp.task_id, sp.sample) for _, sp in started] == [
+        ("t0", 0),
+        ("t0", 1),
+        ("t1", 0),
+        ("t1", 1),
+    ]
+    assert s.assign() == []  # full
+    s.finish(Finished(started[1][1], 1.0, [0]))  # one rollout of t0 done: its slot refills at once
+    [(w, spec)] = s.assign()
+    assert w == "b" and spec.task_id == "t2"
+    assert s.take_batch(0) is None  # t0 is not complete yet
+    s.finish(Finished(started[0][1], 0.0, [0]))
+    [group] = s.take_batch(0)
+    assert group.task_id == "t0" and sorted(r.reward for r in group.rollouts) == [0.0, 1.0]
+
+
+def test_stale_groups_are_dropped_and_counted():
+    s = sched(max_staleness=2)
+    started = s.assign()
+    for _, spec in started[:2]:
+        s.finish(Finished(spec, 1.0, [0, 3]))  # group t0 began at version 0
+    for _, spec in started[2:]:
+        s.finish(Finished(spec, 1.0, [2, 3]))  # group t1 began at version 2
+    [group] = s.take_batch(version=3)
+    assert group.task_id == "t1" and s.stats.groups_dropped_stale == 1
+
+
+def test_barrier_mode_waits_for_the_whole_batch_and_the_trainer():
+    s = sched(barrier=True, groups_per_step=2)
+    started = s.assign()
+    for _, spec in started[:3]:
+        s.finish(Finished(spec, 1.0, [0]))
+    assert s.assign() == []  # one rollout still running: no new work
+    s.finish(Finished(started[3][1], 1.0, [0]))
+    assert len(s.take_batch(0)) == 2
+    assert s.assign(trainer_busy=True) == []
+    assert len(s.assign(trainer_busy=False)) == 4
+
+
+def test_failed_rollouts_are_retried_first_and_lost_workers_removed():
+    s = sched()
+    started = s.assign()
+    lost = [sp for w, sp in started if w == "a"]
+    for sp in lost:
+        s.fail(sp, worker_lost=True)
+    assert "a" not in s.capacity and s.stats.failed == 2
+    again = s.assign()
+    assert [sp.rollout_id for _, sp in again] == [lost[1].rollout_id, lost[0].rollout_id][
+        : len(again)
+    ]
+    assert all(w == "b" for w, _ in again)
+
+
+def test_max_rollouts_and_end_of_run_flush():
+    s = sched(max_rollouts=4, groups_per_step=3)
+    started = s.assign()
+    assert len(started) == 4 and s.assign() == []
+    for _, sp in started:
+        s.finish(Finished(sp, 1.0, [0]))
+    assert s.idle
+    assert len(s.take_batch(0)) == 2  # fewer than groups_per_step, but nothing more will come
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        sched(group_size=0)
+
+
+def test_simulation_async_beats_barrier_on_heavy_tails():
+    cfg = SimConfig(workers=100, rollouts=4000, engine_slots=50, groups_per_step=8)
+    sync, async_ = simulate(cfg, barrier=True), simulate(cfg, barrier=False)
+    assert sync.rollouts_trained == 4000
+    assert async_.rollouts_trained + 8 * async_.groups_dropped_stale == 4000
+    assert async_.rollouts_per_hour > 3 * sync.rollouts_per_hour
+    assert async_.engine_utilization_steady > 0.9 > sync.engine_utilization
