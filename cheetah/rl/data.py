@@ -1,0 +1,72 @@
+"""From trajectories to training samples: token ids exactly as the engine produced them.
+
+A sample is the whole conversation tokenized with the model's chat template
+(``cheetah.model.chat.tokenize_chat``): assistant messages enter as the engine's own
+token ids (never re-tokenized) with loss mask 1, everything else (system prompt,
+query, tool results, template headers) with mask 0. The behaviour logprobs of the
+masked-in tokens are the engine's, turn by turn, so they line up one to one; a
+trajectory whose turns lack token ids or logprobs cannot be used for RL and is
+refused with the reason. Samples longer than ``max_len`` are cut at the end (their
+later tokens are not trained on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cheetah.harness.trajectory import Trajectory
+from cheetah.model.chat import tokenize_chat
+
+
+class SampleError(ValueError):
+    """A trajectory cannot become a training sample (no engine token ids, misaligned)."""
+
+
+@dataclass
+class Sample:
+    input_ids: list[int]
+    loss_mask: list[int]
+    behaviour_logprobs: list[float]  # one per input id; 0.0 where the mask is 0
+    advantage: float = 0.0
+    rollout_id: int | None = None
+    versions: list[int] = field(default_factory=list)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+def sample_from_trajectory(
+    traj: Trajectory,
+    tokenizer: Any,
+    *,
+    advantage: float = 0.0,
+    max_len: int = 4096,
+    need_logprobs: bool = True,
+    rollout_id: int | None = None,
+) -> Sample:
+    assistant = [m for m in traj.messages if m.role == "assistant"]
+    if need_logprobs and any(m.token_ids is None for m in assistant):
+        raise SampleError(f"trajectory {traj.id}: an assistant turn has no engine token ids")
+    chat = tokenize_chat(traj.messages, tokenizer)
+    behaviour: list[float] = [0.0] * len(chat.token_ids)
+    if need_logprobs:
+        lps = [lp for t in traj.turns for lp in (t.logprobs or [])]
+        positions = [i for i, m in enumerate(chat.loss_mask) if m]
+        if len(lps) != len(positions):
+            raise SampleError(
+                f"trajectory {traj.id}: {len(positions)} assistant tokens but {len(lps)} "
+                "behaviour logprobs"
+            )
+        for pos, lp in zip(positions, lps, strict=True):
+            behaviour[pos] = lp
+    n = min(len(chat.token_ids), max_len)
+    return Sample(
+        input_ids=chat.token_ids[:n],
+        loss_mask=chat.loss_mask[:n],
+        behaviour_logprobs=behaviour[:n],
+        advantage=advantage,
+        rollout_id=rollout_id,
+        versions=[t.policy_version or 0 for t in traj.turns],
+    )

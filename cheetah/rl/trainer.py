@@ -1,0 +1,252 @@
+"""The PyTorch side of training: one optimizer step from samples, weight sync, checkpoints.
+
+A step runs micro-batches of whole samples (padded to the longest in the micro-batch,
+about ``micro_batch_tokens`` tokens each), accumulates gradients, clips them, and
+steps AdamW. The RL objective is ``loss.policy_loss`` with the behaviour logprobs the
+engine recorded; the proximal logprobs are the trainer's own before the step (one
+update per batch, so the truncated importance weight is what corrects for the
+engine's staleness and numerics). SFT uses the same batching with a token-level
+cross-entropy on the masked-in tokens. bf16 autocast is used only where it helps
+(``bf16=True``; CUDA, or CPUs with fast bf16).
+
+Weight sync: ``sync_to(engine)`` hands the engine the trainer's tensors (in process,
+or through Ray's object store for an engine actor: the state dict is ``ray.put`` once
+and every engine loads it); ``save_for_engines`` writes a HF checkpoint directory that
+remote engines (vLLM, SGLang, ``cheetah serve``) reload. Both report their time.
+
+Checkpoints are HF directories (``save_pretrained``, safetensors) plus
+``trainer_state.pt`` (optimizer, step, version, RNG) and ``cursor.json`` (whatever the
+caller needs to resume its data stream). Deliberately left out: FSDP and tensor
+parallelism (one process here; the scale path is FSDP2 around the same step).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cheetah.rl.data import Sample
+from cheetah.rl.loss import LossConfig, entropy_from_logits, policy_loss, token_logprobs
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 4096
+    bf16: bool = False
+    loss: LossConfig = field(default_factory=LossConfig)
+
+
+@dataclass
+class StepMetrics:
+    loss: float
+    grad_norm: float
+    tokens: int
+    samples: int
+    clip_fraction: float = 0.0
+    mismatch_kl: float = 0.0
+    mismatch_max_abs: float = 0.0
+    is_weight_mean: float = 1.0
+    entropy: float = 0.0
+    step_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def micro_batches(samples: list[Sample], max_tokens: int) -> list[list[Sample]]:
+    """Group samples (longest first) so that padded size stays under ``max_tokens``."""
+    order = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
+    out: list[list[Sample]] = []
+    for s in order:
+        if out and len(out[-1][0].input_ids) * (len(out[-1]) + 1) <= max_tokens:
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def _pad(batch: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
+    n = max(len(s.input_ids) for s in batch)
+
+    def padded(rows, value, dtype):
+        return torch.tensor([r + [value] * (n - len(r)) for r in rows], dtype=dtype)
+
+    return {
+        "input_ids": padded([s.input_ids for s in batch], pad_id, torch.long),
+        "attention": padded([[1] * len(s.input_ids) for s in batch], 0, torch.long),
+        "mask": padded([s.loss_mask for s in batch], 0, torch.float32),
+        "behaviour": padded([s.behaviour_logprobs for s in batch], 0.0, torch.float32),
+        "advantage": torch.tensor([s.advantage for s in batch], dtype=torch.float32),
+    }
+
+
+class Trainer:
+    def __init__(self, model: Any, tokenizer: Any, cfg: TrainConfig | None = None) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.cfg = cfg or TrainConfig()
+        self.opt = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad],
+            lr=self.cfg.lr,
+            betas=self.cfg.betas,
+            weight_decay=self.cfg.weight_decay,
+        )
+        self.step_count = 0
+        self.version = 0
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
+
+    def _forward(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logprobs of each next token [B, T-1] and the logits that gave them."""
+        device_type = next(self.model.parameters()).device.type
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            logits = self.model(input_ids=b["input_ids"], attention_mask=b["attention"]).logits
+        logits = logits[:, :-1].float()
+        return token_logprobs(logits, b["input_ids"][:, 1:]), logits
+
+    def _run(self, samples: list[Sample], objective: str) -> StepMetrics:
+        t0 = time.perf_counter()
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        total = sum(s.trained_tokens for s in samples)
+        if total == 0:
+            raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
+        agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
+        for mb in micro_batches(samples, self.cfg.micro_batch_tokens):
+            b = _pad(mb, self.pad_id)
+            lp, logits = self._forward(b)
+            mask = b["mask"][:, 1:]
+            tokens = float(mask.sum())
+            if tokens == 0:
+                continue
+            share = tokens / total  # token-level mean over the whole batch
+            if objective == "rl":
+                out = policy_loss(
+                    lp,
+                    b["behaviour"][:, 1:],
+                    b["advantage"],
+                    mask,
+                    self.cfg.loss,
+                    proximal_logprobs=lp.detach(),
+                )
+                loss = out.loss
+                agg["clip"] += out.clip_fraction * share
+                agg["kl"] += out.mismatch_kl * share
+                agg["isw"] += out.is_weight_mean * share
+                agg["max"] = max(agg["max"], out.mismatch_max_abs)
+            else:
+                loss = -(lp * mask).sum() / mask.sum()
+            (loss * share).backward()
+            agg["loss"] += float(loss.detach()) * share
+            agg["ent"] += entropy_from_logits(logits.detach(), mask) * share
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.model.eval()
+        self.step_count += 1
+        return StepMetrics(
+            loss=agg["loss"],
+            grad_norm=grad_norm,
+            tokens=int(total),
+            samples=len(samples),
+            clip_fraction=agg["clip"],
+            mismatch_kl=agg["kl"],
+            mismatch_max_abs=agg["max"],
+            is_weight_mean=agg["isw"] if objective == "rl" else 1.0,
+            entropy=agg["ent"],
+            step_s=time.perf_counter() - t0,
+        )
+
+    def rl_step(self, samples: list[Sample]) -> StepMetrics:
+        return self._run(samples, "rl")
+
+    def sft_step(self, samples: list[Sample]) -> StepMetrics:
+        return self._run(samples, "sft")
+
+    @torch.no_grad()
+    def logprobs(self, sample: Sample) -> list[float]:
+        """The trainer's logprob of each masked-in token of ``sample`` (for mismatch checks)."""
+        b = _pad([sample], self.pad_id)
+        lp, _ = self._forward(b)
+        mask = b["mask"][0, 1:].bool()
+        return lp[0][mask].tolist()
+
+    # -- weights out ------------------------------------------------------------------
+    def engine_state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    async def sync_to(self, engines: Iterable[Any]) -> float:
+        """Load the current weights into in-process engines (or engine actors); seconds taken."""
+        t0 = time.perf_counter()
+        self.version += 1
+        state = self.engine_state()
+        ref = None
+        for engine in engines:
+            if hasattr(engine.load_weights, "remote"):  # a Ray actor: one object store copy
+                import ray
+
+                ref = ref if ref is not None else ray.put(state)
+                await engine.load_weights.remote(ref, self.version)
+            else:
+                await engine.load_weights(state, self.version)
+        return time.perf_counter() - t0
+
+    def save_for_engines(self, directory: Path) -> float:
+        """A HF checkpoint directory for engines that reload from disk; seconds taken."""
+        t0 = time.perf_counter()
+        self.model.save_pretrained(directory, safe_serialization=True)
+        self.tokenizer.save_pretrained(directory)
+        return time.perf_counter() - t0
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def save_checkpoint(self, directory: Path, cursor: dict[str, Any]) -> Path:
+        """Write ``directory`` atomically (a temp name, then rename)."""
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + ".tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.save_for_engines(tmp)
+        torch.save(
+            {
+                "optimizer": self.opt.state_dict(),
+                "step": self.step_count,
+                "version": self.version,
+                "rng": torch.get_rng_state(),
+            },
+            tmp / "trainer_state.pt",
+        )
+        (tmp / "cursor.json").write_text(json.dumps(cursor, indent=1))
+        if directory.exists():
+            import shutil
+
+            shutil.rmtree(directory)
+        tmp.rename(directory)
+        return directory
+
+    def load_checkpoint(self, directory: Path) -> dict[str, Any]:
+        """Restore weights, optimizer, step and version; return the saved cursor."""
+        from cheetah.model.loading import read_state_dict
+
+        directory = Path(directory)
+        state = read_state_dict(directory)
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        real_missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights
+        if real_missing or unexpected:
+            raise ValueError(
+                f"{directory}: checkpoint does not fit the model "
+                f"(missing {real_missing[:3]}, unexpected {unexpected[:3]})"
+            )
+        ts = torch.load(directory / "trainer_state.pt", weights_only=False)
+        self.opt.load_state_dict(ts["optimizer"])
+        self.step_count, self.version = ts["step"], ts["version"]
+        torch.set_rng_state(ts["rng"])
+        return json.loads((directory / "cursor.json").read_text())
