@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import shlex
 import sys
 import time
@@ -66,7 +65,7 @@ async def ray_run(barrier: bool, rollouts: int, engine, workers) -> dict:
         await engine.load_weights.remote(steps["n"], 0.1)
 
     sched = RolloutScheduler(
-        (f"task-{i}" for i in itertools.count()),
+        lambda g: f"task-{g}",
         workers={w: 16 for w in workers},
         group_size=8,
         max_in_flight=16 * len(workers),

@@ -19,7 +19,7 @@ Pure bookkeeping: no clocks, no Ray, no I/O. Drivers call ``assign``, ``finish``
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ class SchedulerStats:
 class RolloutScheduler:
     def __init__(
         self,
-        tasks: Iterator[str],
+        task_for_group: Callable[[int], str | None],
         *,
         workers: dict[Hashable, int],
         group_size: int,
@@ -84,7 +84,7 @@ class RolloutScheduler:
     ) -> None:
         if group_size < 1 or groups_per_step < 1:
             raise ValueError("group_size and groups_per_step must be at least 1")
-        self.tasks = tasks
+        self.task_for_group = task_for_group
         self.capacity = dict(workers)
         self.load: dict[Hashable, int] = dict.fromkeys(workers, 0)
         self.group_size, self.groups_per_step = group_size, groups_per_step
@@ -95,6 +95,7 @@ class RolloutScheduler:
         self.ready: deque[Group] = deque()
         self.in_flight: dict[int, Hashable] = {}
         self.stats = SchedulerStats()
+        self.dropped: list[Group] = []  # stale groups, for the driver to record
         self._next_rollout = self._next_group = 0
         self._exhausted = False
 
@@ -102,18 +103,44 @@ class RolloutScheduler:
     def _new_group(self) -> bool:
         if self.max_rollouts is not None and self._next_rollout >= self.max_rollouts:
             return False
-        try:
-            task = next(self.tasks)
-        except StopIteration:
+        gid = self._next_group
+        task = self.task_for_group(gid)
+        if task is None:
             self._exhausted = True
             return False
-        gid = self._next_group
         self._next_group += 1
+        self._next_rollout += self.group_size
         self.groups[gid] = Group(gid, task, self.group_size)
-        for k in range(self.group_size):
-            self.pending.append(RolloutSpec(self._next_rollout, gid, task, k))
-            self._next_rollout += 1
+        self.pending.extend(self._spec(gid, task, k) for k in range(self.group_size))
         return True
+
+    def _spec(self, gid: int, task: str, sample: int) -> RolloutSpec:
+        # Ids follow from (group, sample), so a resumed run re-creates the same ids.
+        return RolloutSpec(gid * self.group_size + sample, gid, task, sample)
+
+    def restore(self, next_group: int, done_groups: set[int], finished: list[Finished]) -> None:
+        """Resume after a crash: groups below ``next_group`` exist; those in ``done_groups``
+        were trained (or dropped); ``finished`` rollouts of the others come back as they
+        were, and their samples that never finished are queued to run again."""
+        self._next_group, self._next_rollout = next_group, next_group * self.group_size
+        by_group: dict[int, list[Finished]] = {}
+        for f in finished:
+            by_group.setdefault(f.spec.group_id, []).append(f)
+        for gid in range(next_group):
+            if gid in done_groups:
+                continue
+            task = self.task_for_group(gid)
+            if task is None:
+                continue
+            group = Group(gid, task, self.group_size, rollouts=list(by_group.get(gid, [])))
+            if group.complete:
+                self.ready.append(group)
+                continue
+            self.groups[gid] = group
+            have = {f.spec.sample for f in group.rollouts}
+            self.pending.extend(
+                self._spec(gid, task, k) for k in range(self.group_size) if k not in have
+            )
 
     def _least_loaded(self) -> Hashable | None:
         best, best_load = None, None
@@ -175,6 +202,7 @@ class RolloutScheduler:
         for g in self.ready:
             if version - g.oldest_version > self.max_staleness:
                 self.stats.groups_dropped_stale += 1
+                self.dropped.append(g)
             else:
                 fresh.append(g)
         self.ready = fresh

@@ -79,7 +79,7 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
     gen_s = cfg.tokens_per_turn * cfg.token_s
 
     sched = RolloutScheduler(
-        (f"task-{i}" for i in itertools.count()),
+        lambda g: f"task-{g}",
         workers={w: 1 for w in range(cfg.workers)},
         group_size=cfg.group_size,
         max_in_flight=cfg.workers,

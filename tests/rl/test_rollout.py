@@ -2,7 +2,6 @@
 loses nothing."""
 
 import asyncio
-import itertools
 from collections import Counter
 
 import pytest
@@ -25,7 +24,7 @@ def test_async_run_trains_every_rollout_once_and_survives_a_dead_worker(ray_loca
     work = FakeWork(turns_median=3, tool_median_s=0.02, max_turns=12)
     workers = start_workers(3, 8, lambda: FakeRollout(engine, work))
     sched = RolloutScheduler(
-        (f"task-{i}" for i in itertools.count()),
+        lambda g: f"task-{g}",
         workers={w: 8 for w in workers},
         group_size=4,
         max_in_flight=24,

@@ -1,5 +1,3 @@
-import itertools
-
 import pytest
 
 from cheetah.rl.scheduler import Finished, RolloutScheduler
@@ -11,7 +9,7 @@ def sched(**kw):
         workers={"a": 2, "b": 2}, group_size=2, max_in_flight=4, groups_per_step=1, max_staleness=2
     )
     args.update(kw)
-    return RolloutScheduler((f"t{i}" for i in itertools.count()), **args)
+    return RolloutScheduler(lambda g: f"t{g}", **args)
 
 
 def test_fills_slots_least_loaded_first_and_refills_without_barrier():
@@ -93,3 +91,21 @@ def test_simulation_async_beats_barrier_on_heavy_tails():
     assert async_.rollouts_trained + 8 * async_.groups_dropped_stale == 4000
     assert async_.rollouts_per_hour > 3 * sync.rollouts_per_hour
     assert async_.engine_utilization_steady > 0.9 > sync.engine_utilization
+
+
+def test_restore_brings_back_untrained_work_and_reruns_only_what_never_finished():
+    s = sched(group_size=2, max_in_flight=8)
+    # Before the crash: group 0 trained, group 1 complete but untrained, group 2 half done,
+    # group 3 started but nothing finished.
+    from cheetah.rl.scheduler import RolloutSpec
+
+    def fin(gid, k):
+        return Finished(RolloutSpec(gid * 2 + k, gid, f"t{gid}", k), 1.0, [0])
+
+    s.restore(next_group=4, done_groups={0}, finished=[fin(1, 0), fin(1, 1), fin(2, 1)])
+    [g1] = s.take_batch(0)
+    assert g1.group_id == 1 and len(g1.rollouts) == 2
+    started = s.assign()
+    ids = [sp.rollout_id for _, sp in started]
+    assert ids[:3] == [4, 6, 7]  # group 2 sample 0, group 3 both samples: never run twice
+    assert ids[3] == 8 and started[3][1].task_id == "t4"  # then new groups continue the cursor
