@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -127,6 +128,29 @@ async def _run_calls(args: argparse.Namespace, calls: list) -> list:
             await env.aclose()
 
 
+def _train(args: argparse.Namespace) -> int:
+    from cheetah.rl.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.set or [])
+    except ConfigError as e:
+        print(f"cheetah {args.verb}: {e}", file=sys.stderr)
+        return 2
+    from cheetah.rl.train import TrainJob
+
+    try:
+        job = TrainJob(cfg, resume=getattr(args, "resume", False))
+    except (FileExistsError, ValueError) as e:
+        print(f"cheetah {args.verb}: {e}", file=sys.stderr)
+        return 2
+    if args.verb == "sft":
+        print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
+        return 0
+    summary = asyncio.run(job.run())
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
 def _env_serve(args: argparse.Namespace) -> int:
     from cheetah.sandbox.isolated import SandboxUnavailable
     from cheetah.sandbox.server import serve
@@ -233,6 +257,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_tools_run)
     lst = tools_sub.add_parser("list", help="print the tool descriptions the model is given")
     lst.set_defaults(func=_tools_list)
+
+    for verb, text in (
+        ("train", "RL training: rollouts on Ray, GRPO-style trainer, checkpoints (the main job)"),
+        ("sft", "warm start: supervised steps on oracle trajectories, saved as a checkpoint"),
+    ):
+        p = sub.add_parser(verb, help=text, description=text)
+        p.add_argument("--config", type=Path, help="TOML config (e.g. configs/quickstart.toml)")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="SECTION.KEY=VALUE",
+            help="override one setting, e.g. --set train.steps=2 (repeatable)",
+        )
+        if verb == "train":
+            p.add_argument(
+                "--resume",
+                action="store_true",
+                help="continue the run in the run directory from its newest checkpoint",
+            )
+        p.set_defaults(func=_train)
 
     env = sub.add_parser("env", help="sandboxed environment servers")
     env_sub = env.add_subparsers(dest="env_verb", metavar="ACTION", required=True)

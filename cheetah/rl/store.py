@@ -109,6 +109,13 @@ class RunStore:
             r["versions"] = json.loads(r["versions"])
         return out
 
+    def done_groups(self) -> set[int]:
+        """Groups whose rollouts were trained on (or dropped as stale)."""
+        rows = self._db.execute(
+            "SELECT DISTINCT group_id FROM rollouts WHERE trained_step IS NOT NULL"
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def count(self, where: str = "1") -> int:
         return self._db.execute(f"SELECT COUNT(*) FROM rollouts WHERE {where}").fetchone()[0]
 

@@ -1,0 +1,114 @@
+"""The training run's config: typed sections, TOML file plus dotted overrides, saved resolved.
+
+``cheetah train --config configs/quickstart.toml --set train.lr=3e-5 --set rollout.group_size=4``.
+Each setting lives here once; the run directory keeps ``config.json`` as resolved.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunSection(_Section):
+    name: str = Field("quickstart", description="run directory name under out_dir")
+    out_dir: Path = Field(Path("runs"), description="where run directories go")
+    seed: int = Field(0, description="task order and sampling seed")
+
+
+class ModelSection(_Section):
+    spec: str = Field("default", description="default | tiny | a HF directory")
+    max_batch: int = Field(16, description="engine batch (concurrent sequences)")
+
+
+class TasksSection(_Section):
+    file: Path = Field(Path("benchmarks/tasks.jsonl"), description="JSONL task file")
+    tier: str | None = Field("easy", description="only tasks of this tier (None: all)")
+    train_split: str = Field("train")
+    eval_split: str = Field("heldout")
+    eval_limit: int = Field(0, description="evaluate at most this many tasks (0: all)")
+
+
+class RolloutSection(_Section):
+    group_size: int = Field(4, description="rollouts per task (G)")
+    groups_per_step: int = Field(2, description="complete groups per optimizer step")
+    workers: int = Field(2, description="Ray rollout workers")
+    worker_capacity: int = Field(4, description="rollouts each worker runs at once")
+    max_staleness: int = Field(2, description="drop groups older than this many versions")
+    max_turns: int = Field(6)
+    max_new_tokens: int = Field(256, description="tokens per assistant message")
+    temperature: float = Field(1.0)
+    sandbox: Literal["isolated", "local"] = Field(
+        "isolated", description="'local' runs agent commands UNSANDBOXED (trusted tasks only)"
+    )
+
+
+class TrainSection(_Section):
+    steps: int = Field(4, description="RL optimizer steps")
+    lr: float = Field(1e-5)
+    grad_clip: float = Field(1.0)
+    micro_batch_tokens: int = Field(4096)
+    max_seq_len: int = Field(2048)
+    bf16: bool = Field(False, description="bf16 autocast in the trainer")
+    checkpoint_every: int = Field(2, description="steps between checkpoints")
+    sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
+    sft_lr: float = Field(5e-5)
+
+
+class TrainRunConfig(_Section):
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    train: TrainSection = Field(default_factory=TrainSection)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.out_dir / self.run.name
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.model_dump(mode="json"), indent=1))
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw  # a bare word is a string
+
+
+def load_config(path: Path | None, overrides: list[str] = ()) -> TrainRunConfig:
+    """Read ``path`` (TOML), apply ``section.key=value`` overrides, validate; errors name the key."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except OSError as e:
+            raise ConfigError(f"cannot read config {str(path)!r}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config {str(path)!r} is not valid TOML: {e}") from None
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or "." not in key:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        section, name = key.strip().split(".", 1)
+        data.setdefault(section, {})[name] = _parse_value(raw.strip())
+    try:
+        return TrainRunConfig.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()
+        )
+        raise ConfigError(f"config: {problems}") from None

@@ -1,0 +1,492 @@
+"""`cheetah train`: the main job, read top to bottom.
+
+1. Resolve the config, open the run directory (``config.json``, ``run.sqlite``).
+2. Start Ray locally: one engine actor (``LocalEngine`` over the policy), rollout
+   workers that run the harness on task sandboxes and grade the result.
+3. Optionally warm up with SFT on oracle trajectories (the reference patch applied
+   through the tools), so a small model learns the tool format before RL.
+4. Measure the held-out pass rate (greedy, one sample per task).
+5. RL: the scheduler keeps rollouts in flight; every batch of complete groups
+   becomes samples (group-relative advantages, the engine's own token ids and
+   logprobs), one optimizer step, a weight sync to the engine, metrics into the
+   store, a checkpoint every ``checkpoint_every`` steps. Rollouts keep running while
+   the trainer steps.
+6. Measure the held-out pass rate again; write the reward-curve plot and a summary.
+
+``--resume`` continues from the newest checkpoint: weights, optimizer and version
+come back, rollouts finished but not trained come back from the store, samples that
+never finished run again, and nothing is trained twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from cheetah.harness.trajectory import Trajectory
+from cheetah.rl.config import TrainRunConfig
+from cheetah.rl.data import SampleError, sample_from_trajectory
+from cheetah.rl.rollout import run_rollouts, start_workers
+from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
+from cheetah.rl.store import RunStore
+
+
+def tokenizer_for(spec: str) -> Any:
+    from cheetah.model.loading import default_tokenizer
+
+    if spec in ("default", "tiny"):
+        return default_tokenizer()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec)
+
+
+def load_policy_model(spec: str) -> Any:
+    from cheetah.model.loading import build_tiny, load_model
+
+    return build_tiny() if spec == "tiny" else load_model(spec)
+
+
+@ray.remote
+class EngineActor:
+    """The inference engine in its own process; the trainer reaches it through Ray."""
+
+    def __init__(self, spec: str, max_batch: int) -> None:
+        from cheetah.inference.local import LocalEngine
+
+        self.engine = LocalEngine.from_loaded(load_policy_model(spec), max_batch=max_batch)
+
+    async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
+        return await self.engine.generate(prompt_ids, sampling)
+
+    async def load_weights(self, state: dict, version: int) -> None:
+        await self.engine.load_weights(state, version)
+
+    def version(self) -> int:
+        return self.engine.policy_version
+
+
+class RayEngine:
+    """The ``Engine`` protocol over an ``EngineActor`` handle."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle, self._version = handle, 0
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
+        out = await self.handle.generate.remote(prompt_ids, sampling)
+        self._version = out.policy_version
+        return out
+
+    async def load_weights(self, state: dict, version: int) -> None:
+        await self.handle.load_weights.remote(state, version)
+
+
+class TaskRollout:
+    """Runs in a rollout worker: one task, one sandbox, the harness, the grader."""
+
+    def __init__(self, engine: Any, cfg: dict) -> None:
+        from cheetah.tasks.loaders import load_tasks
+
+        self.cfg = TrainRunConfig.model_validate(cfg)
+        self.engine = RayEngine(engine)
+        self.tokenizer = tokenizer_for(self.cfg.model.spec)
+        self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
+        self.factory = make_factory(self.cfg.rollout.sandbox)
+
+    async def __call__(self, spec: RolloutSpec) -> Finished:
+        from cheetah.harness.engine_policy import EnginePolicy
+        from cheetah.harness.loop import AgentLimits, run_agent
+        from cheetah.inference.protocol import SamplingParams
+        from cheetah.tasks.grader import attach, capture_baseline, grade
+        from cheetah.tasks.session import open_task
+
+        r = self.cfg.rollout
+        task = self.tasks[spec.task_id]
+        greedy = spec.mode == "eval"
+        sampling = SamplingParams(
+            temperature=0.0 if greedy else r.temperature,
+            max_tokens=r.max_new_tokens,
+            seed=self.cfg.run.seed * 1_000_003 + spec.rollout_id,
+        )
+        ws = await open_task(self.factory, task)
+        try:
+            baseline = await capture_baseline(ws)
+            policy = EnginePolicy(self.engine, self.tokenizer, sampling)
+            traj = await run_agent(
+                task.query, policy, ws, AgentLimits(max_turns=r.max_turns), task_id=task.id
+            )
+            g = await grade(task, ws, baseline)
+            attach(traj, g)
+        finally:
+            await self.factory.close(ws)
+        versions = [t.policy_version or 0 for t in traj.turns]
+        return Finished(spec, reward=g.reward, versions=versions, payload=traj.model_dump_json())
+
+
+def make_factory(kind: str) -> Any:
+    if kind == "isolated":
+        from cheetah.tasks.sandboxed import SandboxSessionFactory
+
+        return SandboxSessionFactory()
+    from cheetah.tasks.session import LocalSessionFactory
+
+    return LocalSessionFactory()
+
+
+def _passed(payload: str) -> bool:
+    grade = json.loads(payload).get("grade") or {}
+    return bool(grade.get("correct"))
+
+
+class TrainJob:
+    def __init__(
+        self, cfg: TrainRunConfig, resume: bool = False, log=print, progress: bool = True
+    ) -> None:
+        from cheetah.tasks.loaders import load_tasks, select_tasks
+
+        self.cfg, self.resume, self.log, self.progress = cfg, resume, log, progress
+        self._bar = None
+        self.dir = cfg.run_dir
+        store_path = self.dir / "run.sqlite"
+        if store_path.exists() and not resume:
+            raise FileExistsError(
+                f"{self.dir} already holds a run; pass --resume to continue it or set run.name"
+            )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg.save(self.dir / "config.json")
+        self.store = RunStore(store_path)
+        all_tasks = load_tasks(cfg.tasks.file)
+        self.train_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.train_split)
+        self.eval_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.eval_split)
+        if cfg.tasks.eval_limit:
+            self.eval_tasks = self.eval_tasks[: cfg.tasks.eval_limit]
+        if not self.train_tasks:
+            raise ValueError(
+                f"{cfg.tasks.file}: no tasks of tier {cfg.tasks.tier!r} in split "
+                f"{cfg.tasks.train_split!r}"
+            )
+        self.order: list[str] = []
+        self.rng = random.Random(cfg.run.seed)
+
+    def task_for_group(self, gid: int) -> str:
+        while len(self.order) <= gid:  # a fresh shuffle per pass over the tasks
+            ids = [t.id for t in self.train_tasks]
+            self.rng.shuffle(ids)
+            self.order.extend(ids)
+        return self.order[gid]
+
+    # -- setup ----------------------------------------------------------------------------
+    def start(self) -> None:
+        from cheetah.rl.trainer import TrainConfig, Trainer
+
+        cfg = self.cfg
+        if not ray.is_initialized():
+            ray.init(
+                num_cpus=max(2, os.cpu_count() or 2),
+                include_dashboard=False,
+                logging_level="ERROR",
+                log_to_driver=False,
+            )
+        loaded = load_policy_model(cfg.model.spec)
+        self.tokenizer = loaded.tokenizer
+        self.trainer = Trainer(
+            loaded.model,
+            loaded.tokenizer,
+            TrainConfig(
+                lr=cfg.train.lr,
+                grad_clip=cfg.train.grad_clip,
+                micro_batch_tokens=cfg.train.micro_batch_tokens,
+                bf16=cfg.train.bf16,
+            ),
+        )
+        self.engine = EngineActor.options(max_concurrency=1000).remote(
+            cfg.model.spec, cfg.model.max_batch
+        )
+        cfg_dict = cfg.model_dump(mode="json")
+        engine = self.engine
+        self.workers = start_workers(
+            cfg.rollout.workers, cfg.rollout.worker_capacity, lambda: TaskRollout(engine, cfg_dict)
+        )
+
+    # -- evaluation -----------------------------------------------------------------------
+    async def evaluate(self, label: str) -> float:
+        if not self.eval_tasks:
+            return float("nan")
+        handles = list(self.workers.values())
+        specs = [
+            RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(self.eval_tasks)
+        ]
+        results = await asyncio.gather(
+            *(handles[i % len(handles)].run.remote(s) for i, s in enumerate(specs))
+        )
+        rate = sum(_passed(r.payload) for r in results) / len(results)
+        self.store.set_meta(
+            f"pass_rate_{label}",
+            {"rate": rate, "n": len(results), "tasks": [r.spec.task_id for r in results]},
+        )
+        self.log(f"held-out pass rate {label}: {rate:.3f} ({len(results)} tasks, greedy)")
+        return rate
+
+    # -- SFT warm start ----------------------------------------------------------------------
+    async def sft(self) -> None:
+        from cheetah.harness.loop import run_agent
+        from cheetah.tasks.oracle import OraclePolicy
+        from cheetah.tasks.session import open_task
+
+        steps = self.cfg.train.sft_steps
+        if steps <= 0:
+            return
+        factory = make_factory(self.cfg.rollout.sandbox)
+        samples = []
+        for task in self.train_tasks:
+            if not task.reference_patch:
+                continue
+            ws = await open_task(factory, task)
+            try:
+                traj = await run_agent(task.query, OraclePolicy(task), ws)
+            finally:
+                await factory.close(ws)
+            samples.append(
+                sample_from_trajectory(
+                    traj, self.tokenizer, need_logprobs=False, max_len=self.cfg.train.max_seq_len
+                )
+            )
+        self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.sft_lr
+        for i in range(steps):
+            m = await asyncio.to_thread(self.trainer.sft_step, samples)
+            self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
+        self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.lr
+        await self.trainer.sync_to([RayEngine(self.engine)])
+
+    # -- RL ---------------------------------------------------------------------------------
+    def _resume_state(self, scheduler: RolloutScheduler) -> int:
+        ckpts = sorted(
+            (self.dir / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
+        )
+        step = 0
+        if ckpts:
+            self.trainer.load_checkpoint(ckpts[-1])
+            step = self.trainer.step_count
+        self.store.untrain_after(step)
+        rows = self.store.untrained()
+        done = self.store.done_groups()
+        next_group = max([r["group_id"] for r in rows] + list(done) + [-1]) + 1
+        finished = [
+            Finished(
+                RolloutSpec(r["rollout_id"], r["group_id"], r["task_id"], r["sample"]),
+                r["reward"],
+                r["versions"],
+                r["trajectory"],
+            )
+            for r in rows
+        ]
+        scheduler.restore(next_group, done, finished)
+        self.log(f"resumed at step {step}: {len(finished)} finished rollouts back from the store")
+        return step
+
+    async def rl(self) -> None:
+        cfg = self.cfg
+        r = cfg.rollout
+        total = cfg.train.steps * r.groups_per_step * r.group_size
+        scheduler = RolloutScheduler(
+            self.task_for_group,
+            workers={w: r.worker_capacity for w in self.workers},
+            group_size=r.group_size,
+            max_in_flight=r.workers * r.worker_capacity,
+            groups_per_step=r.groups_per_step,
+            max_staleness=r.max_staleness,
+            max_rollouts=total,
+        )
+        step = self._resume_state(scheduler) if self.resume else 0
+        if step:
+            await self.trainer.sync_to([RayEngine(self.engine)])
+        engine = RayEngine(self.engine)
+        state = {"step": step}
+
+        def on_result(f: Finished) -> None:
+            self.store.add_rollout(
+                f.spec.rollout_id,
+                f.spec.group_id,
+                f.spec.task_id,
+                f.spec.sample,
+                f.reward,
+                f.versions,
+                f.payload,
+            )
+
+        async def on_batch(batch: list[Group]) -> None:
+            if scheduler.dropped:
+                self.store.mark_trained(
+                    [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts], -1
+                )
+                scheduler.dropped.clear()
+            state["step"] += 1
+            await self._train_step(state["step"], batch, engine)
+
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (
+            TextColumn("RL step {task.completed}/{task.total}"),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, disable=not self.progress) as bar:
+            self._bar = (
+                bar,
+                bar.add_task(
+                    "rl",
+                    total=cfg.train.steps,
+                    completed=step,
+                    stats="waiting for the first groups",
+                ),
+            )
+            await run_rollouts(scheduler, self.workers, on_batch, on_result=on_result)
+
+    async def _train_step(self, step: int, batch: list[Group], engine: RayEngine) -> None:
+        import torch
+
+        from cheetah.rl.loss import group_advantages
+
+        rewards, gids, payloads, ids = [], [], [], []
+        for g in batch:
+            for f in g.rollouts:
+                rewards.append(f.reward)
+                gids.append(g.group_id)
+                payloads.append(f.payload)
+                ids.append(f.spec.rollout_id)
+        adv = group_advantages(torch.tensor(rewards), torch.tensor(gids))
+        samples, skipped = [], 0
+        for a, payload, rid in zip(adv.tolist(), payloads, ids, strict=True):
+            try:
+                samples.append(
+                    sample_from_trajectory(
+                        Trajectory.model_validate_json(payload),
+                        self.tokenizer,
+                        advantage=a,
+                        rollout_id=rid,
+                        max_len=self.cfg.train.max_seq_len,
+                    )
+                )
+            except SampleError:
+                skipped += 1
+        metrics: dict[str, float] = {
+            "reward_mean": statistics.fmean(rewards),
+            "pass_rate": statistics.fmean(_passed(p) for p in payloads),
+            "samples_skipped": skipped,
+        }
+        metrics.update(behaviour_metrics(payloads))
+        if samples and any(s.advantage != 0 for s in samples):
+            m = await asyncio.to_thread(self.trainer.rl_step, samples)
+            metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
+            t0 = time.perf_counter()
+            await self.trainer.sync_to([engine])
+            metrics["weight_sync_s"] = time.perf_counter() - t0
+        else:
+            metrics["train_skipped_no_signal"] = 1.0  # every group had equal rewards
+        self.store.mark_trained(ids, step)
+        self.store.log_metrics(step, metrics)
+        stats = (
+            f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
+            f"loss {metrics.get('train_loss', 0.0):.4f}"
+        )
+        if self._bar is not None:
+            bar, task = self._bar
+            bar.update(task, completed=step, stats=stats)
+        self.log(f"step {step}: {stats}")
+        if step % self.cfg.train.checkpoint_every == 0 or step == self.cfg.train.steps:
+            self.trainer.save_checkpoint(self.dir / "checkpoints" / f"step-{step}", {"step": step})
+
+    async def sft_only(self) -> Path:
+        """``cheetah sft``: the warm start alone, saved as a checkpoint."""
+        self.start()
+        await self.sft()
+        return self.trainer.save_checkpoint(self.dir / "checkpoints" / "sft", {"step": 0})
+
+    # -- the whole job ------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        self.start()
+        t0 = time.perf_counter()
+        if not self.resume:
+            await self.sft()
+            before = await self.evaluate("before")
+        else:
+            before = (self.store.get_meta("pass_rate_before") or {}).get("rate", float("nan"))
+        await self.rl()
+        after = await self.evaluate("after")
+        plot_curves(self.store, self.dir / "reward.png")
+        summary = {
+            "pass_rate_before": before,
+            "pass_rate_after": after,
+            "rollouts": self.store.count(),
+            "wall_s": time.perf_counter() - t0,
+            "run_dir": str(self.dir),
+        }
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+
+def behaviour_metrics(payloads: list[str]) -> dict[str, float]:
+    """Tool calls per turn, reads and searches before the first edit, edits per task,
+    tokens per solved task, from the trajectories of one step."""
+    calls_per_turn, before_edit, edits, solved_tokens = [], [], [], []
+    for p in payloads:
+        t = Trajectory.model_validate_json(p)
+        calls = t.calls
+        if t.turns:
+            calls_per_turn.append(len(calls) / len(t.turns))
+        first_edit = next((i for i, c in enumerate(calls) if c.name == "edit_file"), len(calls))
+        before_edit.append(
+            sum(
+                c.name in ("read_file", "grep", "list_dir", "codebase_search")
+                for c in calls[:first_edit]
+            )
+        )
+        edits.append(sum(c.name == "edit_file" for c in calls))
+        if (t.grade or {}).get("correct"):
+            solved_tokens.append(t.completion_tokens)
+
+    def mean(xs: list[float]) -> float:
+        return statistics.fmean(xs) if xs else 0.0
+
+    return {
+        "calls_per_turn": mean(calls_per_turn),
+        "reads_before_edit": mean(before_edit),
+        "edits_per_task": mean(edits),
+        "tokens_per_solved": mean(solved_tokens),
+    }
+
+
+def plot_curves(store: RunStore, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name in ("reward_mean", "pass_rate"):
+        series = store.metric_series(name)
+        if series:
+            ax.plot([s for s, _ in series], [v for _, v in series], marker="o", label=name)
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend()
+    ax.set_title("training reward")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,110 @@
+"""`cheetah train` end to end on the tiny model and the bundled easy tasks (slow: Ray, sandboxes,
+real grading). The resume test kills the trainer mid-run and checks that no finished rollout is
+lost or trained twice."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cheetah.rl.config import ConfigError, load_config
+from tests.conftest import REPO_ROOT
+
+BIN = Path(sys.executable).parent
+SMALL = [
+    "model.spec=tiny",
+    "rollout.max_new_tokens=24",
+    "rollout.max_turns=2",
+    "rollout.group_size=2",
+    "rollout.groups_per_step=2",
+    "tasks.eval_limit=2",
+    "train.sft_steps=1",
+    "rollout.sandbox=local",
+]
+
+
+def train(out_dir, *extra, check=True):
+    sets = [a for s in [*SMALL, f"run.out_dir={out_dir}", *extra] for a in ("--set", s)]
+    cmd = [BIN / "cheetah", "train", "--config", REPO_ROOT / "configs" / "quickstart.toml", *sets]
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    return subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_config_overrides_and_errors(tmp_path):
+    cfg = load_config(REPO_ROOT / "configs" / "quickstart.toml", ["train.steps=7", "run.name=x"])
+    assert cfg.train.steps == 7 and cfg.run.name == "x" and cfg.rollout.sandbox == "isolated"
+    with pytest.raises(ConfigError, match=r"train\.stepz"):
+        load_config(None, ["train.stepz=1"])
+    with pytest.raises(ConfigError, match=r"section\.key=value"):
+        load_config(None, ["steps=1"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+@pytest.mark.slow
+def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
+    proc = train(tmp_path, "train.steps=4", "train.checkpoint_every=1")
+    db_path = tmp_path / "quickstart" / "run.sqlite"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # kill once a checkpoint exists and rollouts flow
+        ckpts = list((tmp_path / "quickstart" / "checkpoints").glob("step-*"))
+        if ckpts and not any(p.name.endswith(".tmp") for p in ckpts):
+            break
+        time.sleep(1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(db_path) as db:
+        before = dict(db.execute("SELECT rollout_id, reward FROM rollouts").fetchall())
+    assert before, "rollouts finished before the kill are in the store"
+
+    proc = train(tmp_path, "train.steps=4", "train.checkpoint_every=1")
+    proc.kill()  # a second run without --resume must refuse the existing run dir
+    proc.wait()
+    resumed = subprocess.run(
+        [
+            BIN / "cheetah",
+            "train",
+            "--config",
+            REPO_ROOT / "configs" / "quickstart.toml",
+            "--resume",
+            *[
+                a
+                for s in [
+                    *SMALL,
+                    f"run.out_dir={tmp_path}",
+                    "train.steps=4",
+                    "train.checkpoint_every=1",
+                ]
+                for a in ("--set", s)
+            ],
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "resumed at step" in resumed.stdout
+    with sqlite3.connect(db_path) as db:
+        after = dict(db.execute("SELECT rollout_id, reward FROM rollouts").fetchall())
+        steps = [r[0] for r in db.execute("SELECT DISTINCT step FROM metrics ORDER BY step")]
+        untrained = db.execute(
+            "SELECT COUNT(*) FROM rollouts WHERE trained_step IS NULL"
+        ).fetchone()
+    assert all(after[k] == v for k, v in before.items())  # nothing finished was lost or redone
+    assert steps == [1, 2, 3, 4] and untrained == (0,)
+    summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
+    assert summary["rollouts"] == len(after) == 16
+    assert (tmp_path / "quickstart" / "reward.png").is_file()
+    assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
