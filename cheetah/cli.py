@@ -152,6 +152,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _env_serve(args: argparse.Namespace) -> int:
+    from cheetah.config import ConfigError
     from cheetah.sandbox.isolated import SandboxUnavailable
     from cheetah.sandbox.server import serve
 
@@ -168,6 +169,9 @@ def _env_serve(args: argparse.Namespace) -> int:
         )
     except SandboxUnavailable as e:
         print(f"cheetah env serve: cannot isolate commands here: {e}", file=sys.stderr)
+        return 2
+    except ConfigError as e:
+        print(f"cheetah env serve: {e}", file=sys.stderr)
         return 2
     return 0
 

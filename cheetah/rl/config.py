@@ -11,7 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from cheetah.config import ConfigError, read_toml, validate
 
 
 class _Section(BaseModel):
@@ -78,10 +80,6 @@ class TrainRunConfig(_Section):
         path.write_text(json.dumps(self.model_dump(mode="json"), indent=1))
 
 
-class ConfigError(ValueError):
-    pass
-
-
 def _parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
@@ -91,24 +89,11 @@ def _parse_value(raw: str) -> Any:
 
 def load_config(path: Path | None, overrides: list[str] = ()) -> TrainRunConfig:
     """Read ``path`` (TOML), apply ``section.key=value`` overrides, validate; errors name the key."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except OSError as e:
-            raise ConfigError(f"cannot read config {str(path)!r}: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config {str(path)!r} is not valid TOML: {e}") from None
+    data: dict[str, Any] = read_toml(path) if path is not None else {}
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or "." not in key:
             raise ConfigError(f"override {item!r} must look like section.key=value")
         section, name = key.strip().split(".", 1)
         data.setdefault(section, {})[name] = _parse_value(raw.strip())
-    try:
-        return TrainRunConfig.model_validate(data)
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()
-        )
-        raise ConfigError(f"config: {problems}") from None
+    return validate(TrainRunConfig, data, "config")

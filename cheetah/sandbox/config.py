@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
+
+from cheetah.config import read_toml, validate
 
 
 def default_base_dir() -> Path:
@@ -39,17 +40,5 @@ class SandboxConfig(BaseModel):
 
     @classmethod
     def from_toml(cls, path: str | Path) -> SandboxConfig:
-        """Read a config file; errors name the file and the field."""
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except OSError as e:
-            raise SystemExit(f"cannot read sandbox config {str(path)!r}: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise SystemExit(f"sandbox config {str(path)!r} is not valid TOML: {e}") from None
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = "; ".join(
-                f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()
-            )
-            raise SystemExit(f"sandbox config {str(path)!r}: {problems}") from None
+        """Read a config file; errors (``ConfigError``) name the file and the field."""
+        return validate(cls, read_toml(path, "sandbox config"), f"sandbox config {str(path)!r}")

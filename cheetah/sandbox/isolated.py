@@ -145,18 +145,19 @@ class IsolatedSession:
         )
 
     # -- lifecycle -------------------------------------------------------------
-    def setup(self) -> None:
+    def setup(self, copy_from: IsolatedSession | None = None) -> None:
+        """Directories, cgroups and layers; the files are the snapshot's, or ``copy_from``'s."""
         self.dir.mkdir(mode=0o711)
         caps, cfg = self.sandbox.caps, self.sandbox.cfg
         if caps.cgroups:
             self.cgroups = SessionCgroups(self.id, caps.cgroups, cfg)
-        self.merged.mkdir()
         if caps.overlay:
+            self.merged.mkdir()
             self.layer.mkdir()
-            self._mount_layers()
+            self._mount_layers(upper_from=copy_from.layer / "upper" if copy_from else None)
         else:
-            shutil.rmtree(self.merged)
-            shutil.copytree(self.lower, self.merged, symlinks=True)
+            source = copy_from.merged if copy_from else self.lower
+            shutil.copytree(source, self.merged, symlinks=True)
 
     def _mount_layers(self, upper_from: Path | None = None) -> None:
         cfg = self.sandbox.cfg
@@ -206,17 +207,7 @@ class IsolatedSession:
     def fork(self, new_id: str | None = None) -> IsolatedSession:
         """A new session starting from this one's current files."""
         child = IsolatedSession(self.sandbox, self.lower, new_id or uuid.uuid4().hex[:12])
-        child.dir.mkdir(mode=0o711)
-        caps, cfg = self.sandbox.caps, self.sandbox.cfg
-        if caps.cgroups:
-            child.cgroups = SessionCgroups(child.id, caps.cgroups, cfg)
-        child.merged.mkdir()
-        if caps.overlay:
-            child.layer.mkdir()
-            child._mount_layers(upper_from=self.layer / "upper")
-        else:
-            shutil.rmtree(child.merged)
-            shutil.copytree(self.merged, child.merged, symlinks=True)
+        child.setup(copy_from=self)
         return child
 
     def close(self) -> None:
