@@ -315,6 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.set_defaults(func=_env_serve)
 
+    from cheetah.tasks.cli import add_eval_command, add_tasks_command
+
+    add_tasks_command(sub)
+    add_eval_command(sub)
+
     try:
         from cheetah.inference.cli import add_serve_command
     except ImportError:

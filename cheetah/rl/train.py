@@ -37,6 +37,7 @@ from cheetah.rl.data import SampleError, sample_from_trajectory
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.store import RunStore
+from cheetah.tasks.sandboxed import factory_for
 
 
 def tokenizer_for(spec: str) -> Any:
@@ -103,7 +104,7 @@ class TaskRollout:
         self.engine = RayEngine(engine)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
         self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
-        self.factory = make_factory(self.cfg.rollout.sandbox)
+        self.factory = factory_for(self.cfg.rollout.sandbox)
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
@@ -133,16 +134,6 @@ class TaskRollout:
             await self.factory.close(ws)
         versions = [t.policy_version or 0 for t in traj.turns]
         return Finished(spec, reward=g.reward, versions=versions, payload=traj.model_dump_json())
-
-
-def make_factory(kind: str) -> Any:
-    if kind == "isolated":
-        from cheetah.tasks.sandboxed import SandboxSessionFactory
-
-        return SandboxSessionFactory()
-    from cheetah.tasks.session import LocalSessionFactory
-
-    return LocalSessionFactory()
 
 
 def _passed(payload: str) -> bool:
@@ -248,7 +239,7 @@ class TrainJob:
         steps = self.cfg.train.sft_steps
         if steps <= 0:
             return
-        factory = make_factory(self.cfg.rollout.sandbox)
+        factory = factory_for(self.cfg.rollout.sandbox)
         samples = []
         for task in self.train_tasks:
             if not task.reference_patch:

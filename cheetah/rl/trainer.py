@@ -105,13 +105,29 @@ class Trainer:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
 
-    def _forward(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logprobs of each next token [B, T-1] and the logits that gave them."""
+    def _forward(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Logprobs of the trained tokens only, flattened to [1, N] with what goes with them.
+
+        The LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2) runs only on the
+        positions whose next token is trained, about a tenth of an agent conversation, which
+        is most of the memory and time of a step on a CPU.
+        """
         device_type = next(self.model.parameters()).device.type
+        sel = b["mask"][:, 1:].bool()
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            logits = self.model(input_ids=b["input_ids"], attention_mask=b["attention"]).logits
-        logits = logits[:, :-1].float()
-        return token_logprobs(logits, b["input_ids"][:, 1:]), logits
+            hidden = self.model.get_decoder()(
+                input_ids=b["input_ids"], attention_mask=b["attention"]
+            ).last_hidden_state[:, :-1][sel]
+            logits = self.model.get_output_embeddings()(hidden).float()
+        targets = b["input_ids"][:, 1:][sel]
+        adv = b["advantage"][:, None].expand_as(sel)[sel]
+        return {
+            "lp": token_logprobs(logits, targets)[None],
+            "logits": logits[None],
+            "behaviour": b["behaviour"][:, 1:][sel][None],
+            "advantage": adv[None],
+            "mask": torch.ones(1, targets.numel()),
+        }
 
     def _run(self, samples: list[Sample], objective: str) -> StepMetrics:
         t0 = time.perf_counter()
@@ -122,18 +138,16 @@ class Trainer:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
         for mb in micro_batches(samples, self.cfg.micro_batch_tokens):
-            b = _pad(mb, self.pad_id)
-            lp, logits = self._forward(b)
-            mask = b["mask"][:, 1:]
-            tokens = float(mask.sum())
-            if tokens == 0:
+            f = self._forward(_pad(mb, self.pad_id))
+            lp, mask = f["lp"], f["mask"]
+            if lp.numel() == 0:
                 continue
-            share = tokens / total  # token-level mean over the whole batch
+            share = lp.numel() / total  # token-level mean over the whole batch
             if objective == "rl":
                 out = policy_loss(
                     lp,
-                    b["behaviour"][:, 1:],
-                    b["advantage"],
+                    f["behaviour"],
+                    f["advantage"],
                     mask,
                     self.cfg.loss,
                     proximal_logprobs=lp.detach(),
@@ -144,10 +158,10 @@ class Trainer:
                 agg["isw"] += out.is_weight_mean * share
                 agg["max"] = max(agg["max"], out.mismatch_max_abs)
             else:
-                loss = -(lp * mask).sum() / mask.sum()
+                loss = -lp.mean()
             (loss * share).backward()
             agg["loss"] += float(loss.detach()) * share
-            agg["ent"] += entropy_from_logits(logits.detach(), mask) * share
+            agg["ent"] += entropy_from_logits(f["logits"].detach(), mask) * share
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
         self.opt.step()
@@ -176,10 +190,7 @@ class Trainer:
     @torch.no_grad()
     def logprobs(self, sample: Sample) -> list[float]:
         """The trainer's logprob of each masked-in token of ``sample`` (for mismatch checks)."""
-        b = _pad([sample], self.pad_id)
-        lp, _ = self._forward(b)
-        mask = b["mask"][0, 1:].bool()
-        return lp[0][mask].tolist()
+        return self._forward(_pad([sample], self.pad_id))["lp"][0].tolist()
 
     # -- weights out ------------------------------------------------------------------
     def engine_state(self) -> dict[str, torch.Tensor]:

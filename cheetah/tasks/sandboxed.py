@@ -50,3 +50,14 @@ class SandboxSessionFactory:
 
     async def close(self, workspace: Workspace) -> None:
         await self.env.close(workspace.id)  # type: ignore[attr-defined]
+
+
+def factory_for(kind: str):
+    """``isolated`` (this module) or ``local`` (unsandboxed temp copies, trusted use only)."""
+    if kind == "isolated":
+        return SandboxSessionFactory()
+    if kind == "local":
+        from cheetah.tasks.session import LocalSessionFactory
+
+        return LocalSessionFactory()
+    raise ValueError(f"unknown sandbox kind {kind!r}; choose 'isolated' or 'local'")

@@ -1,0 +1,3 @@
+"""A command-line todo list."""
+
+__version__ = "0.4.0"

@@ -1,0 +1,1 @@
+"""Routing and JSON handlers for a bookmarks service."""

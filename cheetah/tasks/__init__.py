@@ -1,0 +1,1 @@
+"""Tasks: schema and loaders, graders, validation, generation from real repos, evaluation."""

@@ -1,0 +1,279 @@
+"""Generate bug-fix tasks from a real Python repo: mutate, run its tests, keep what they catch.
+
+1. The repo's own tests run once as given (the baseline); tests failing already are
+   ignored, and a suite where nothing passes is an error.
+2. Candidate mutants come from ``mutate.mutants_of`` over the source files (tests,
+   ``conftest.py``, ``setup.py``, docs and examples are never mutated); up to
+   ``max_mutants`` are sampled with a seed, interleaved over operators and files.
+3. Each mutant runs the tests in a workspace (copies of the repo, one per worker).
+   Kept: mutants that make at least one baseline-passing test fail. Dropped: mutants
+   no test notices ("survived"), that time out (a hang makes a poor task), or after
+   which no test passes at all ("broke the suite", e.g. an import error).
+4. Duplicates are dropped: the same mutated file text, or the same file, line and set
+   of failing tests as a mutant already kept.
+5. The query is written from the failing tests' names and pytest's ``E`` lines
+   (what the tests saw), never the mutated code, its file or the operator; a line
+   that quotes the mutated or original source line is left out.
+
+A task's snapshot is the repo directory plus the mutation as a patch; its
+fail-to-pass checks are the tests the mutant broke, its pass-to-pass checks the other
+baseline-passing tests in the same test files (so grading runs only those files).
+
+Deliberately left out: equivalent-mutant detection beyond "no test fails", mutating
+non-Python files, and choosing test files per mutant by coverage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from cheetah.tasks.grader import parse_pytest_outcomes
+from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
+from cheetah.tasks.patch import diff_texts, is_junk
+from cheetah.tasks.schema import Check, Snapshot, Task
+from cheetah.tasks.session import TrustedLocalWorkspace
+
+_NOT_SOURCE = re.compile(
+    r"(^|/)(tests?|testing|docs?|examples?|benchmarks?|build|dist|\.[^/]+|venv|site-packages)/"
+    r"|(^|/)(test_[^/]*|[^/]*_test|conftest|setup|noxfile|tasks)\.py$"
+)
+_E_LINE = re.compile(r"^E\s+(.*\S)")
+MAX_FAILING_SHOWN = 8
+MAX_E_LINES = 12
+
+
+class GenerateError(RuntimeError):
+    """Generation cannot start: no repo, no source files, or a baseline with no passing test."""
+
+
+DEFAULT_TEST_COMMAND = "python -m pytest -q -rA --tb=short -p no:cacheprovider"
+
+
+class GenerateConfig(BaseModel):
+    max_mutants: int = Field(150, description="mutants to try at most")
+    max_tasks: int = Field(50, description="stop once this many tasks are kept")
+    test_command: str = Field(
+        DEFAULT_TEST_COMMAND,
+        description="runs the repo's tests; must print pytest's -rA summary; a non-default "
+        "one is stored in each task and used (with test files appended) to grade it",
+    )
+    timeout_s: float = Field(120.0, description="upper limit for one test run")
+    seed: int = 0
+    concurrency: int = Field(2, ge=1)
+    src: list[str] = Field(default_factory=list, description="files/folders to mutate (auto)")
+    operators: list[str] = Field(default_factory=lambda: list(OPERATORS))
+    heldout_fraction: float = Field(0.2, ge=0.0, le=1.0)
+    id_prefix: str | None = None
+
+
+@dataclass
+class GenerateResult:
+    tasks: list[Task]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def source_files(repo: Path, src: list[str]) -> list[str]:
+    """Repo-relative Python files to mutate: ``src`` if given, else all non-test code."""
+    roots = [repo / s for s in src] if src else [repo]
+    out: set[str] = set()
+    for r in roots:
+        files = [r] if r.is_file() else sorted(r.rglob("*.py"))
+        for f in files:
+            rel = f.relative_to(repo).as_posix()
+            if (
+                f.suffix == ".py"
+                and not is_junk(Path(rel))
+                and (src or not _NOT_SOURCE.search(rel))
+            ):
+                out.add(rel)
+    return sorted(out)
+
+
+def sample_mutants(
+    repo: Path, files: list[str], config: GenerateConfig
+) -> tuple[list[Mutant], int]:
+    """Up to ``max_mutants`` mutants, interleaved over operators and files; and the total."""
+    buckets: dict[tuple[str, str], list[Mutant]] = {}
+    total = 0
+    for rel in files:
+        try:
+            text = (repo / rel).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for m in mutants_of(rel, text):
+            if m.operator in config.operators:
+                buckets.setdefault((m.operator, rel), []).append(m)
+                total += 1
+    rng = random.Random(config.seed)
+    keys = sorted(buckets)
+    rng.shuffle(keys)
+    for k in keys:
+        rng.shuffle(buckets[k])
+    chosen: list[Mutant] = []
+    while len(chosen) < config.max_mutants and any(buckets[k] for k in keys):
+        for k in keys:
+            if buckets[k] and len(chosen) < config.max_mutants:
+                chosen.append(buckets[k].pop())
+    return chosen, total
+
+
+def failure_lines(output: str, mutant: Mutant) -> list[str]:
+    """pytest's ``E`` lines, minus any that quote the mutated or the original source line."""
+    secret = {mutant.original_line, mutant.mutated_line} - {""}
+    lines: list[str] = []
+    for raw in output.splitlines():
+        m = _E_LINE.match(raw)
+        if not m:
+            continue
+        text = m.group(1)[:200]
+        if any(s in text for s in secret) or mutant.path in text or text in lines:
+            continue
+        lines.append(text)
+        if len(lines) >= MAX_E_LINES:
+            break
+    return lines
+
+
+def write_query(failing: list[str], output: str, mutant: Mutant) -> str:
+    shown = failing[:MAX_FAILING_SHOWN]
+    more = len(failing) - len(shown)
+    parts = [
+        f"{len(failing)} test(s) of this repository fail:",
+        *[f"- {t}" for t in shown],
+        *([f"- ... and {more} more"] if more > 0 else []),
+    ]
+    lines = failure_lines(output, mutant)
+    if lines:
+        parts += ["", "pytest reports:", "```", *lines, "```"]
+    parts += ["", "Find the bug in the library code and fix it. Do not change the tests."]
+    return "\n".join(parts)
+
+
+def _short(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def make_task(
+    repo: Path,
+    config: GenerateConfig,
+    prefix: str,
+    mutant: Mutant,
+    failing: list[str],
+    passing: set[str],
+    output: str,
+) -> Task:
+    stem = Path(mutant.path).stem
+    tid = f"{prefix}-{stem}-{mutant.operator}-L{mutant.line}-{_short(mutant.mutated)[:6]}"
+    files = {t.split("::", 1)[0] for t in failing}
+    p2p = sorted(t for t in passing if t.split("::", 1)[0] in files and t not in failing)
+    bucket = int(_short(tid), 16) / 16**8
+    return Task(
+        id=tid,
+        query=write_query(failing, output, mutant),
+        snapshot=Snapshot(
+            dir=str(repo), patch=diff_texts(mutant.path, mutant.original, mutant.mutated)
+        ),
+        fail_to_pass=[Check(test=t) for t in failing],
+        pass_to_pass=[Check(test=t) for t in p2p],
+        reference_patch=diff_texts(mutant.path, mutant.mutated, mutant.original),
+        scope=[mutant.path, "tests/*", "test/*", "*test_*.py"],
+        tags=["generated", mutant.operator, prefix],
+        kind="generated",
+        tier="generated",
+        split="heldout" if bucket < config.heldout_fraction else "train",
+        test_command=None if config.test_command == DEFAULT_TEST_COMMAND else config.test_command,
+    )
+
+
+async def generate_tasks(
+    repo: str | Path,
+    config: GenerateConfig | None = None,
+    *,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> GenerateResult:
+    """Mutate ``repo``'s code and return the tasks its tests catch (see the module docstring)."""
+    config = config or GenerateConfig()
+    repo = Path(repo).resolve()
+    if not repo.is_dir():
+        raise GenerateError(f"no repository at {repo}")
+    files = source_files(repo, config.src)
+    if not files:
+        raise GenerateError(f"no Python source files to mutate under {repo}")
+    prefix = config.id_prefix or re.sub(r"[^A-Za-z0-9_.-]", "-", repo.name)
+    stats = dict.fromkeys(
+        ("candidates", "tried", "killed", "survived", "timeouts", "broken", "duplicates"), 0
+    )
+    with tempfile.TemporaryDirectory(prefix="cheetah-gen-") as tmp:
+        workers = []
+        for i in range(config.concurrency):
+            dest = Path(tmp) / f"w{i}"
+            shutil.copytree(
+                repo, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".git")
+            )
+            workers.append(TrustedLocalWorkspace(dest))
+        base = await workers[0].exec(
+            config.test_command, timeout_s=config.timeout_s, output_limit=2_000_000
+        )
+        outcomes = parse_pytest_outcomes(base.output)
+        passing = {t for t, o in outcomes.items() if o == "PASSED" and "::" in t}
+        if base.timed_out or not passing:
+            tail = base.output.strip()[-1500:]
+            why = "timed out" if base.timed_out else "no test passed (is the -rA summary printed?)"
+            raise GenerateError(f"baseline test run: {why}\n{tail}")
+        # A hanging mutant should cost a few baseline runs, not the full limit.
+        run_timeout = min(config.timeout_s, 5 * base.wall_s + 10)
+        mutants, stats["candidates"] = sample_mutants(repo, files, config)
+        queue: asyncio.Queue[Mutant] = asyncio.Queue()
+        for m in mutants:
+            queue.put_nowait(m)
+        kept: list[Task] = []
+        seen_text: set[tuple[str, str]] = set()
+        seen_effect: set[tuple[str, int, frozenset[str]]] = set()
+
+        async def work(ws: TrustedLocalWorkspace) -> None:
+            while not queue.empty() and len(kept) < config.max_tasks:
+                m = queue.get_nowait()
+                target = ws.root / m.path
+                target.write_text(m.mutated, encoding="utf-8")
+                try:
+                    res = await ws.exec(
+                        config.test_command, timeout_s=run_timeout, output_limit=2_000_000
+                    )
+                finally:
+                    target.write_text(m.original, encoding="utf-8")
+                stats["tried"] += 1
+                got = parse_pytest_outcomes(res.output)
+                failing = sorted(t for t in passing if got.get(t) != "PASSED")
+                if res.timed_out:
+                    stats["timeouts"] += 1
+                elif not any(o == "PASSED" for o in got.values()):
+                    stats["broken"] += 1
+                elif not failing:
+                    stats["survived"] += 1
+                else:
+                    stats["killed"] += 1
+                    effect = (m.path, m.line, frozenset(failing))
+                    if (m.path, m.mutated) in seen_text or effect in seen_effect:
+                        stats["duplicates"] += 1
+                    elif len(kept) < config.max_tasks:
+                        seen_text.add((m.path, m.mutated))
+                        seen_effect.add(effect)
+                        kept.append(
+                            make_task(repo, config, prefix, m, failing, passing, res.output)
+                        )
+                if on_progress:
+                    on_progress(len(mutants), stats["tried"], len(kept))
+
+        await asyncio.gather(*(work(w) for w in workers))
+    kept.sort(key=lambda t: t.id)
+    return GenerateResult(tasks=kept, stats=stats)

@@ -1,0 +1,55 @@
+"""Pure functions from trajectories and grades to the numbers an eval reports.
+
+Deliberately left out: confidence intervals and per-token latency (the report
+shows wall time per task; token timing belongs to the inference benchmarks).
+"""
+
+from __future__ import annotations
+
+from math import comb
+from statistics import fmean
+
+from cheetah.harness.trajectory import Trajectory
+
+EXPLORE_TOOLS = frozenset({"read_file", "list_dir", "grep", "codebase_search"})
+EDIT_TOOLS = frozenset({"edit_file"})
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n-c, k) / C(n, k) for n samples, c correct."""
+    if n <= 0 or k <= 0:
+        raise ValueError("n and k must be positive")
+    k = min(k, n)
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def trajectory_metrics(traj: Trajectory) -> dict[str, float | int | None]:
+    """Tool use of one run: calls, parallelism, exploration before the first edit, edits."""
+    calls = traj.calls
+    turns_with_calls = sum(1 for t in traj.turns if t.calls)
+    first_edit = next((i for i, c in enumerate(calls) if c.name in EDIT_TOOLS), None)
+    before = calls if first_edit is None else calls[:first_edit]
+    prompt = [t.prompt_tokens for t in traj.turns if t.prompt_tokens is not None]
+    return {
+        "turns": len(traj.turns),
+        "tool_calls": len(calls),
+        "tool_errors": sum(c.is_error for c in calls),
+        "calls_per_turn": len(calls) / turns_with_calls if turns_with_calls else 0.0,
+        "max_calls_in_turn": max((len(t.calls) for t in traj.turns), default=0),
+        "explore_before_edit": sum(c.name in EXPLORE_TOOLS for c in before),
+        "first_edit_turn": next(
+            (t.index for t in traj.turns if any(c.name in EDIT_TOOLS for c in t.calls)), None
+        ),
+        "edits": sum(c.name in EDIT_TOOLS and not c.is_error for c in calls),
+        "completion_tokens": traj.completion_tokens,
+        "prompt_tokens": sum(prompt) if prompt else None,
+        "agent_wall_s": traj.wall_s,
+    }
+
+
+def mean_of(rows: list[dict], key: str) -> float | None:
+    """Mean of ``key`` over the rows that have a number for it."""
+    values = [r[key] for r in rows if isinstance(r.get(key), int | float)]
+    return fmean(values) if values else None

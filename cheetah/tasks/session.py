@@ -1,0 +1,127 @@
+"""Where a task's workspace comes from: the ``SessionFactory`` protocol and a local one.
+
+The eval runner and ``tasks validate`` ask a factory for a workspace holding the
+task's snapshot, and close it afterwards. Only the snapshot goes in: hidden files,
+the test patch and the reference patch stay in the ``Task`` until the grader runs.
+
+``LocalSessionFactory`` is UNSANDBOXED: it copies the snapshot to a temp directory
+and runs commands with this user's rights (``LocalWorkspace``). Use it for trusted
+task files and models only; the sandboxed factory (cheetah/sandbox) implements the
+same protocol. Commands get this interpreter's folder first on PATH, so ``python``
+and ``pytest`` in checks and agent commands are the ones cheetah runs with, and
+``PYTHONDONTWRITEBYTECODE=1`` so bytecode does not clutter the diff.
+
+Deliberately left out: reusing workspaces between tasks, resource limits (the
+sandbox backends own both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from cheetah.sandbox.workspace import (
+    ExecResult,
+    LocalWorkspace,
+    Workspace,
+    resolve_path,
+    run_process,
+)
+from cheetah.tasks.schema import Task
+from cheetah.tasks.snapshot import materialize
+
+SETUP_TIMEOUT_S = 600.0
+
+
+class TaskSetupError(RuntimeError):
+    """The workspace for a task could not be made ready (snapshot or setup command failed)."""
+
+
+@runtime_checkable
+class SessionFactory(Protocol):
+    """Creates a workspace holding a task's snapshot, and disposes of it."""
+
+    name: str
+
+    async def create(self, task: Task) -> Workspace: ...
+
+    async def close(self, workspace: Workspace) -> None: ...
+
+
+def tool_env() -> dict[str, str]:
+    """The environment for commands in a local task workspace."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+class TrustedLocalWorkspace(LocalWorkspace):
+    """``LocalWorkspace`` with this interpreter first on PATH. No isolation: trusted use only."""
+
+    async def exec(
+        self, command: str, *, timeout_s: float, cwd: str = ".", output_limit: int = 16_000
+    ) -> ExecResult:
+        workdir = resolve_path(self.root, cwd, must_exist=True)
+        return await run_process(
+            ["bash", "-c", command],
+            cwd=workdir,
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            env=tool_env(),
+        )
+
+
+class LocalSessionFactory:
+    """UNSANDBOXED: snapshot copied to a temp dir, commands run as this user. Trusted tasks only."""
+
+    name = "local-unsandboxed"
+
+    def __init__(self, base_dir: str | Path | None = None, keep: bool = False) -> None:
+        self.base_dir = Path(base_dir) if base_dir else None
+        self.keep = keep
+
+    async def create(self, task: Task) -> Workspace:
+        if self.base_dir:
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="cheetah-task-", dir=self.base_dir))
+        root = tmp / "repo"
+        try:
+            await asyncio.to_thread(materialize, task.snapshot, root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return TrustedLocalWorkspace(root)
+
+    async def close(self, workspace: Workspace) -> None:
+        if not self.keep:
+            await asyncio.to_thread(shutil.rmtree, workspace.root.parent, True)
+
+
+async def open_task(
+    factory: SessionFactory, task: Task, *, setup_timeout_s: float = SETUP_TIMEOUT_S
+) -> Workspace:
+    """A ready workspace: the snapshot, then the task's setup command (which must exit 0)."""
+    try:
+        ws = await factory.create(task)
+    except Exception as e:
+        raise TaskSetupError(f"snapshot: {e}") from e
+    if task.setup:
+        result = await ws.exec(task.setup, timeout_s=setup_timeout_s, output_limit=8_000)
+        if result.exit_code != 0:
+            await factory.close(ws)
+            why = (
+                f"timed out after {setup_timeout_s:g} s"
+                if result.timed_out
+                else f"exit status {result.exit_code}"
+            )
+            tail = result.output.strip()[-2000:]
+            raise TaskSetupError(f"setup command {task.setup!r} failed ({why}):\n{tail}")
+    return ws

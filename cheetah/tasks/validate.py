@@ -1,0 +1,119 @@
+"""Check that a task is well-posed: its checks fail as given and pass once solved.
+
+For each task, in two fresh workspaces from the same factory the eval uses:
+
+1. the snapshot as the agent gets it: every fail-to-pass check must fail and every
+   pass-to-pass check pass (a task whose tests already pass teaches nothing);
+2. the snapshot plus the reference patch: every check must pass.
+
+Also: the hidden material must not already be in the snapshot (a hidden test file
+the agent could read would leak the answer). Problems are reported per task and the
+run goes on; a task without a reference patch is checked for step 1 only.
+
+Deliberately left out: running each check several times to catch flaky tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from cheetah.sandbox.workspace import Workspace
+from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
+from cheetah.tasks.patch import PatchError, apply_patch
+from cheetah.tasks.schema import Task
+from cheetah.tasks.session import SessionFactory, TaskSetupError, open_task
+
+
+class TaskValidation(BaseModel):
+    task_id: str
+    ok: bool
+    problems: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+
+async def _leaks(ws: Workspace, task: Task) -> list[str]:
+    problems = []
+    for rel, content in task.hidden_files.items():
+        path = ws.root / rel
+        if path.exists() and path.read_text(encoding="utf-8", errors="replace") == content:
+            problems.append(
+                f"hidden file {rel} is already in the snapshot: the agent could read it"
+            )
+    return problems
+
+
+async def _state(
+    factory: SessionFactory, task: Task, config: GraderConfig, *, solved: bool
+) -> list[str]:
+    """Problems with the checks in one state (as given, or with the reference patch)."""
+    what = "with the reference patch" if solved else "on the snapshot"
+    ws = await open_task(factory, task)
+    try:
+        problems = [] if solved else await _leaks(ws, task)
+        if solved:
+            try:
+                await asyncio.to_thread(apply_patch, ws.root, task.reference_patch or "")
+            except PatchError as e:
+                return [f"reference patch does not apply: {e}"]
+        try:
+            await install_hidden(ws, task)
+        except (PatchError, OSError) as e:
+            return [*problems, f"hidden tests could not be installed: {e}"]
+        for r in await run_checks(ws, task, config):
+            must_pass = solved or r.kind == "pass_to_pass"
+            if r.passed != must_pass:
+                want = "pass" if must_pass else "fail"
+                detail = r.detail.strip().splitlines()[-1:] if r.detail.strip() else []
+                tail = f": {detail[0][:200]}" if detail else ""
+                problems.append(
+                    f"{r.kind} check {r.label!r} should {want} {what} but was {r.outcome}{tail}"
+                )
+        return problems
+    finally:
+        await factory.close(ws)
+
+
+async def validate_task(
+    task: Task, factory: SessionFactory, config: GraderConfig | None = None
+) -> TaskValidation:
+    config = config or GraderConfig()
+    t0 = time.monotonic()
+    problems: list[str] = []
+    try:
+        problems += await _state(factory, task, config, solved=False)
+        if task.reference_patch:
+            problems += await _state(factory, task, config, solved=True)
+        else:
+            problems.append("no reference patch: only the unsolved state was checked")
+    except TaskSetupError as e:
+        problems.append(str(e))
+    except Exception as e:  # a broken task never stops the others
+        problems.append(f"{type(e).__name__}: {e}")
+    return TaskValidation(
+        task_id=task.id, ok=not problems, problems=problems, wall_s=time.monotonic() - t0
+    )
+
+
+async def validate_tasks(
+    tasks: list[Task],
+    factory: SessionFactory,
+    config: GraderConfig | None = None,
+    *,
+    concurrency: int = 2,
+    on_done: Callable[[TaskValidation], None] | None = None,
+) -> list[TaskValidation]:
+    """Validate every task, ``concurrency`` at a time; results in task order."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(t: Task) -> TaskValidation:
+        async with sem:
+            v = await validate_task(t, factory, config)
+        if on_done:
+            on_done(v)
+        return v
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))

@@ -1,0 +1,42 @@
+"""Task workspaces as isolated sessions: the oracle solves tasks, graded inside the sandbox."""
+
+import json
+import os
+import subprocess
+
+from tests.conftest import REPO_ROOT
+from tests.sandbox.conftest import BIN, needs_isolation
+
+pytestmark = needs_isolation
+
+
+def test_eval_oracle_in_isolated_sessions(tmp_path):
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    r = subprocess.run(
+        [
+            BIN / "cheetah",
+            "eval",
+            "--tasks",
+            REPO_ROOT / "benchmarks" / "tasks.jsonl",
+            "--model",
+            "oracle",
+            "--out",
+            tmp_path / "ev",
+            "--tier",
+            "easy",
+            "--split",
+            "heldout",
+            "--limit",
+            "2",
+            "--sandbox",
+            "isolated",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())
+    assert report["summary"]["pass@1"] == 1.0 and report["summary"]["errors"] == 0
+    assert "isolated" in (tmp_path / "ev" / "report.md").read_text()

@@ -1,0 +1,68 @@
+import argparse
+import json
+
+from cheetah.tasks.cli import add_eval_command, add_tasks_command, main
+
+from .conftest import bug_task
+
+
+def write_tasks(path, *tasks):
+    path.write_text("".join(t.model_dump_json(exclude_none=True) + "\n" for t in tasks))
+    return path
+
+
+def test_verbs_register_on_a_parent_parser():
+    parser = argparse.ArgumentParser(prog="cheetah")
+    sub = parser.add_subparsers(dest="verb")
+    add_tasks_command(sub)
+    add_eval_command(sub)
+    args = parser.parse_args(
+        ["eval", "--tasks", "t.jsonl", "--model", "oracle", "--out", "d", "--samples", "3"]
+    )
+    assert (args.samples, args.concurrency, args.model) == (3, 2, "oracle")
+    args = parser.parse_args(["tasks", "generate", "--repo", "r", "--out", "o.jsonl"])
+    assert args.max_mutants == 150
+    help_text = sub.choices["eval"].format_help()
+    assert "pass@k" in help_text and "unsandboxed" in help_text
+
+
+def test_validate_ok_and_malformed(calc_repo, tmp_path, capsys):
+    good = write_tasks(tmp_path / "good.jsonl", bug_task(calc_repo))
+    assert main(["tasks", "validate", str(good)]) == 0
+    assert "1/1 tasks valid" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + '{"id": "x", "query": "q"}\n')
+    assert main(["tasks", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2: snapshot: Field required" in err
+
+
+def test_eval_oracle_writes_reports(calc_repo, tmp_path, capsys):
+    tasks = write_tasks(tmp_path / "t.jsonl", bug_task(calc_repo))
+    out = tmp_path / "report"
+    assert main(["eval", "--tasks", str(tasks), "--model", "oracle", "--out", str(out)]) == 0
+    assert "pass@1 1.000" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert report["summary"]["pass@1"] == 1.0
+    assert (out / "report.md").read_text().startswith("# Eval: oracle")
+
+
+def test_eval_bad_model_fails_fast(calc_repo, tmp_path, capsys):
+    tasks = write_tasks(tmp_path / "t.jsonl", bug_task(calc_repo))
+    code = main(
+        ["eval", "--tasks", str(tasks), "--model", "nonsense", "--out", str(tmp_path / "o")]
+    )
+    assert code == 2
+    assert "unknown model" in capsys.readouterr().err
+
+
+def test_eval_scripted_model_gets_a_fresh_script_per_sample(calc_repo, tmp_path, capsys):
+    tasks = write_tasks(tmp_path / "t.jsonl", bug_task(calc_repo))
+    script = tmp_path / "noop.json"
+    script.write_text('["Nothing to change."]')
+    out = tmp_path / "report"
+    argv = ["eval", "--tasks", str(tasks), "--model", f"scripted:{script}", "--out", str(out)]
+    assert main([*argv, "--samples", "2"]) == 0
+    assert "pass@1 0.000  pass@2 0.000" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert [s["stop_reason"] for s in report["samples"]] == ["finished", "finished"]

@@ -1,0 +1,92 @@
+import json
+
+import pytest
+
+from cheetah.harness.policy import ScriptedPolicy
+from cheetah.tasks.evaluate import EvalConfig, run_eval
+from cheetah.tasks.grader import GraderConfig
+from cheetah.tasks.oracle import OraclePolicy
+from cheetah.tasks.report import write_report
+from cheetah.tasks.session import LocalSessionFactory
+
+from .conftest import bug_task
+
+
+def noop(task):
+    return ScriptedPolicy(["Nothing to do."])
+
+
+async def test_oracle_scores_one_and_noop_scores_zero(calc_repo, tmp_path):
+    tasks = [bug_task(calc_repo), bug_task(calc_repo, id="calc-add-2")]
+    config = EvalConfig(samples=1, concurrency=2)
+    good = await run_eval(
+        tasks, OraclePolicy, LocalSessionFactory(), config, out_dir=tmp_path / "o"
+    )
+    assert good.summary["pass@1"] == 1.0
+    assert good.summary["conventions"] == 1.0
+    assert good.summary["edits"] == 1.0
+    assert good.summary["explore_before_edit"] == 1.0
+    assert all(s.error is None for s in good.samples)
+    saved = json.loads((tmp_path / "o" / "trajectories" / "calc-add.0.json").read_text())
+    assert saved["reward"] == pytest.approx(1.0) and saved["grade"]["correct"] is True
+
+    bad = await run_eval(tasks, noop, LocalSessionFactory(), EvalConfig(samples=2))
+    assert bad.summary["pass@1"] == 0.0 and bad.summary["pass@2"] == 0.0
+    assert bad.summary["samples"] == 4
+
+
+async def test_per_task_errors_do_not_stop_the_run(calc_repo, tmp_path):
+    tasks = [
+        bug_task(calc_repo, id="ok"),
+        bug_task(calc_repo, id="no-repo", snapshot={"dir": str(tmp_path / "missing")}),
+        bug_task(calc_repo, id="no-commit", snapshot={"git": str(calc_repo), "commit": "f" * 40}),
+        bug_task(calc_repo, id="bad-setup", setup="echo installing; exit 3"),
+        bug_task(
+            calc_repo,
+            id="hang",
+            pass_to_pass=[{"command": "sleep 30", "name": "hang", "timeout_s": 0.5}],
+        ),
+    ]
+    config = EvalConfig(samples=1, concurrency=2, grader=GraderConfig(check_timeout_s=30))
+    report = await run_eval(tasks, OraclePolicy, LocalSessionFactory(), config)
+    by_id = {t.task_id: t for t in report.tasks}
+    assert by_id["ok"].pass_at_1 == 1.0 and not by_id["ok"].errors
+    assert "snapshot directory" in by_id["no-repo"].errors[0]
+    assert "git" in by_id["no-commit"].errors[0]
+    assert (
+        "setup command 'echo installing; exit 3' failed (exit status 3)"
+        in by_id["bad-setup"].errors[0]
+    )
+    assert "installing" in by_id["bad-setup"].errors[0]
+    [hang] = [s for s in report.samples if s.task_id == "hang"]
+    assert not hang.correct and hang.failed_checks == ["hang"]
+    assert report.summary["errors"] == 3
+    assert report.summary["pass@1"] == pytest.approx(1 / 5)
+
+    paths = write_report(report, tmp_path / "r")
+    md = paths["markdown"].read_text()
+    assert "| no-repo |" in md and "snapshot directory" in md
+    assert json.loads(paths["json"].read_text())["summary"]["errors"] == 3
+
+
+async def test_report_plot_when_matplotlib_is_installed(calc_repo, tmp_path):
+    pytest.importorskip("matplotlib")
+    report = await run_eval([bug_task(calc_repo)], OraclePolicy, LocalSessionFactory())
+    paths = write_report(report, tmp_path)
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_without_matplotlib_skips_only_the_plot(tmp_path, monkeypatch):
+    import sys
+
+    from cheetah.tasks.evaluate import EvalReport, summarize
+
+    tasks = [bug_task(tmp_path)]
+    per_task, summary, groups = summarize(tasks, [], 1)
+    report = EvalReport(
+        model="m", config=EvalConfig(), summary=summary, by_group=groups, tasks=per_task
+    )
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    paths = write_report(report, tmp_path / "r")
+    assert paths["plot"] is None
+    assert "| calc-add | easy | train | other | 0/0 |" in paths["markdown"].read_text()

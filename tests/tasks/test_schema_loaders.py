@@ -1,0 +1,113 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from cheetah.tasks.loaders import TaskFileError, load_tasks, parse_tasks, select_tasks
+from cheetah.tasks.schema import Check, Snapshot, Task
+
+GOOD = {
+    "id": "t1",
+    "query": "fix it",
+    "snapshot": {"dir": "repos/x"},
+    "fail_to_pass": ["tests/test_a.py::test_one", {"command": "python check.py", "timeout_s": 5}],
+    "pass_to_pass": ["tests/test_a.py::test_two"],
+    "tags": ["demo"],
+    "split": "heldout",
+    "tier": "easy",
+}
+
+
+def write(tmp_path: Path, *records) -> Path:
+    path = tmp_path / "sub" / "tasks.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_load_resolves_relative_snapshot_against_the_file(tmp_path):
+    [task] = load_tasks(write(tmp_path, GOOD))
+    assert task.snapshot.dir == str((tmp_path / "sub" / "repos" / "x").resolve())
+    assert task.fail_to_pass[0].test == "tests/test_a.py::test_one"
+    assert task.fail_to_pass[1].command == "python check.py"
+    assert task.fail_to_pass[1].timeout_s == 5
+    assert (task.split, task.tier, task.line) == ("heldout", "easy", 1)
+
+
+def test_malformed_json_names_the_line(tmp_path):
+    path = write(tmp_path, GOOD, "\n", '{"id": "t2", oops}\n')
+    with pytest.raises(TaskFileError) as e:
+        load_tasks(path)
+    assert f"{path}:3: not valid JSON" in str(e.value)
+
+
+def test_missing_and_wrong_fields_name_line_and_field(tmp_path):
+    no_snapshot = {k: v for k, v in GOOD.items() if k != "snapshot"} | {"id": "t2"}
+    bad_split = GOOD | {"id": "t3", "split": "test"}
+    bad_check = GOOD | {"id": "t4", "fail_to_pass": [{"test": "a", "command": "b"}]}
+    with pytest.raises(TaskFileError) as e:
+        load_tasks(write(tmp_path, GOOD, no_snapshot, bad_split, bad_check))
+    problems = e.value.problems
+    assert any(":2: snapshot: Field required" in p for p in problems)
+    assert any(":3: split:" in p for p in problems)
+    assert any(":4: fail_to_pass.0" in p and "exactly one of test" in p for p in problems)
+    assert len(problems) == 3
+
+
+def test_duplicate_id_and_no_checks_are_errors(tmp_path):
+    no_checks = GOOD | {"id": "t9", "fail_to_pass": [], "pass_to_pass": []}
+    with pytest.raises(TaskFileError) as e:
+        load_tasks(write(tmp_path, GOOD, GOOD, no_checks))
+    text = str(e.value)
+    assert ":2: id: 't1' already used on line 1" in text
+    assert ":3:" in text and "at least one check" in text
+
+
+def test_snapshot_needs_exactly_one_source():
+    with pytest.raises(ValueError, match="exactly one of dir, tar, git"):
+        Snapshot(dir="a", tar="b.tar")
+    with pytest.raises(ValueError, match="commit is only meaningful with git"):
+        Snapshot(dir="a", commit="abc")
+
+
+def test_swebench_record_loads_with_json_encoded_lists(tmp_path):
+    rec = {
+        "instance_id": "astropy__astropy-12907",
+        "repo": "astropy/astropy",
+        "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",
+        "problem_statement": "separability_matrix is wrong for nested models",
+        "patch": "diff --git a/x.py b/x.py\n",
+        "test_patch": "diff --git a/t.py b/t.py\n",
+        "FAIL_TO_PASS": json.dumps(["tests/test_sep.py::test_nested"]),
+        "PASS_TO_PASS": "[]",
+    }
+    [task] = load_tasks(write(tmp_path, rec))
+    assert task.id == "astropy__astropy-12907"
+    assert task.snapshot.git == "https://github.com/astropy/astropy"
+    assert task.snapshot.commit == rec["base_commit"]
+    assert task.fail_to_pass == [Check(test="tests/test_sep.py::test_nested")]
+    assert task.test_patch == rec["test_patch"]
+    assert task.reference_patch == rec["patch"]
+
+
+def test_swebench_bad_list_names_the_field(tmp_path):
+    rec = {"instance_id": "x", "problem_statement": "q", "FAIL_TO_PASS": "[not json"}
+    with pytest.raises(TaskFileError, match=r":1: FAIL_TO_PASS: not a JSON list"):
+        load_tasks(write(tmp_path, rec))
+
+
+def test_select_filters():
+    tasks = [
+        Task.model_validate(GOOD | {"id": f"t{i}", "tier": tier, "split": split})
+        for i, (tier, split) in enumerate(
+            [("easy", "train"), ("easy", "heldout"), ("hard", "train")]
+        )
+    ]
+    assert [t.id for t in select_tasks(tasks, tier="easy")] == ["t0", "t1"]
+    assert [t.id for t in select_tasks(tasks, split="train", limit=1)] == ["t0"]
+    assert [t.id for t in select_tasks(tasks, ids=["t2"])] == ["t2"]
+
+
+def test_parse_tasks_skips_comments_and_blank_lines(tmp_path):
+    tasks = parse_tasks(["# a comment", "", json.dumps(GOOD)], "mem", tmp_path)
+    assert [t.line for t in tasks] == [3]

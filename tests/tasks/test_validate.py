@@ -1,0 +1,42 @@
+from cheetah.tasks.session import LocalSessionFactory
+from cheetah.tasks.validate import validate_task, validate_tasks
+
+from .conftest import OPS, bug_task
+
+
+async def test_valid_task_passes(calc_task):
+    v = await validate_task(calc_task, LocalSessionFactory())
+    assert v.ok, v.problems
+
+
+async def test_fail_to_pass_that_already_passes_is_reported(calc_repo):
+    task = bug_task(calc_repo, fail_to_pass=["tests/test_ops.py::test_clamp"], pass_to_pass=[])
+    v = await validate_task(task, LocalSessionFactory())
+    assert not v.ok
+    assert any(
+        "fail_to_pass check 'tests/test_ops.py::test_clamp' should fail on the snapshot" in p
+        for p in v.problems
+    )
+
+
+async def test_reference_patch_that_does_not_fix_is_reported(calc_repo):
+    from cheetah.tasks.patch import diff_texts
+
+    useless = diff_texts("NOTES.md", None, "nothing\n")
+    v = await validate_task(bug_task(calc_repo, reference_patch=useless), LocalSessionFactory())
+    assert any("should pass with the reference patch but was failed" in p for p in v.problems)
+    broken = diff_texts("calc/ops.py", "not it\n", OPS)
+    v = await validate_task(bug_task(calc_repo, reference_patch=broken), LocalSessionFactory())
+    assert any("reference patch does not apply" in p for p in v.problems)
+
+
+async def test_leaked_hidden_file_and_bad_snapshot_do_not_stop_the_others(calc_repo, tmp_path):
+    from .conftest import HIDDEN
+
+    (calc_repo / "tests" / "test_hidden.py").write_text(HIDDEN)
+    leaky = bug_task(calc_repo, id="leaky")
+    missing = bug_task(calc_repo, id="missing", snapshot={"dir": str(tmp_path / "gone")})
+    results = await validate_tasks([leaky, missing], LocalSessionFactory(), concurrency=2)
+    by_id = {v.task_id: v for v in results}
+    assert any("already in the snapshot" in p for p in by_id["leaky"].problems)
+    assert by_id["missing"].problems[0].startswith("snapshot: snapshot directory")
