@@ -1,0 +1,396 @@
+"""``LocalEngine``: continuous batching over a Hugging Face causal LM's KV cache, in process.
+
+One background thread runs the step loop (schedule -> execute -> update, as in vLLM):
+
+1. apply a pending ``load_weights`` (between steps, never inside one);
+2. admit waiting requests up to ``max_batch``: prefill their prompts as one left-padded batch,
+   sample each one's first token, and merge their KV cache into the running batch's;
+3. one decode step for every running request: feed each its last sampled token, sample the
+   next;
+4. finish requests (end-of-turn token, stop id or string, ``max_tokens``, context end), drop
+   their rows from the cache, and trim leading columns that are padding for every row.
+
+Requests that arrive while a step runs join at the next one. Why a hand-written batch over
+the model's forward with a ``DynamicCache`` (``batch.KVBatch``) rather than ``model.generate``:
+``generate`` runs a fixed batch to the end, so a short request waits for the longest one and a
+new request waits for the whole batch; here rows enter and leave every step. Why left padding
+in one shared cache rather than paged blocks: it reuses the model's own forward unchanged and
+costs one ``torch.cat`` per admission; the price is that a long prompt pads every running row
+to its length until it finishes. Paged attention (vLLM, SGLang) avoids that and is what a GPU
+deployment should use, through ``RemoteEngine``.
+
+Logprobs: ``logprobs[i]`` is the sampled token's log-probability under the distribution it
+was actually drawn from (logits / temperature, top-k, top-p, renormalized); greedy requests
+report the plain log-softmax. ``sampling.py`` says why.
+
+The asyncio API (``generate``, ``stream``, ``load_weights``) can be called from any event
+loop; results come back through ``loop.call_soon_threadsafe``. Torch releases the GIL in its
+kernels, so the caller's event loop (an HTTP server, the rollout workers) stays responsive.
+
+The model runs where the caller put it (inputs follow its device; sampling runs on CPU);
+only CPU is exercised here. Left out: paged KV memory, prefix caching, speculative decoding,
+chunked prefill, CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from cheetah.inference.batch import KVBatch
+from cheetah.inference.protocol import (
+    Completion,
+    EngineError,
+    FinishReason,
+    InvalidRequest,
+    SamplingParams,
+)
+from cheetah.inference.sampling import sample
+from cheetah.model.loading import LoadedModel, check_state_dict
+
+
+@dataclass
+class TokenEvent:
+    """One sampled token, streamed as soon as it exists. ``text`` is the new printable text."""
+
+    token_id: int
+    logprob: float
+    text: str
+    policy_version: int
+    top_logprobs: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[TokenEvent | Completion | BaseException]
+    generator: torch.Generator
+    want_text: bool
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top: list[list[tuple[int, float]]] = field(default_factory=list)
+    text: str = ""
+    sent_text: int = 0
+    first_version: int | None = None
+    leaving: bool = False  # finished, cancelled, or nobody listens: drop the row
+
+    def send(self, item: TokenEvent | Completion | BaseException) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, item)
+        except RuntimeError:  # the caller's loop is closed; nobody is listening
+            self.leaving = True
+
+
+class LocalEngine:
+    """Serves many concurrent requests from one model with continuous batching (see module).
+
+    The engine owns the model it is given: ``load_weights`` copies into its parameters.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch: int = 32,
+        max_context: int | None = None,
+        version: int = 0,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        # the engine thread decodes with its own copy: a Rust tokenizer used from two threads
+        # at once (the server encodes while we decode) can fail with "Already borrowed"
+        self._detokenizer = copy.deepcopy(tokenizer)
+        self.max_batch = max_batch
+        self.max_context = max_context or int(
+            getattr(model.config, "max_position_embeddings", 2048)
+        )
+        self.vocab_size = int(model.config.vocab_size)
+        self._version = version
+        self._eos = _eos_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self._batch: KVBatch[_Request] = KVBatch(
+            model, int(pad if pad is not None else next(iter(self._eos)))
+        )
+        self._cond = threading.Condition()
+        self._waiting: deque[_Request] = deque()
+        self._weights: list[tuple[dict[str, torch.Tensor], int, asyncio.Future[None]]] = []
+        self._seeds = itertools.count(int(torch.initial_seed()) % 2**31)
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedModel, **kwargs: Any) -> LocalEngine:
+        return cls(loaded.model, loaded.tokenizer, **kwargs)
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    @property
+    def batch_size(self) -> int:
+        """Rows in the running batch (for tests and metrics)."""
+        return len(self._batch)
+
+    # -- asyncio API ---------------------------------------------------------------------
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        async for item in self.stream(prompt_ids, sampling, with_text=bool(sampling.stop)):
+            if isinstance(item, Completion):
+                return item
+        raise EngineError("the engine ended a request without a result")
+
+    async def stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, *, with_text: bool = True
+    ) -> AsyncIterator[TokenEvent | Completion]:
+        """Yield a ``TokenEvent`` per sampled token, then the ``Completion``.
+
+        ``with_text=False`` skips detokenizing every step (``TokenEvent.text`` stays empty).
+        """
+        request = self._submit(prompt_ids, sampling, want_text=with_text)
+        done = False
+        try:
+            while True:
+                item = await request.events.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, Completion):
+                    done = True
+                yield item
+                if done:
+                    return
+        finally:
+            if not done:
+                request.leaving = True  # cancelled: the loop drops the row at its next step
+
+    async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Copy new weights in between two steps; running requests continue with them."""
+        await asyncio.to_thread(check_state_dict, self.model, state_dict)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._cond:
+            self._ensure_thread()
+            self._weights.append((state_dict, version, future))
+            self._cond.notify()
+        await future
+
+    def close(self) -> None:
+        """Stop the step loop; waiting and running requests get ``EngineError``."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    # -- submission ----------------------------------------------------------------------
+
+    def _submit(self, prompt_ids: list[int], sampling: SamplingParams, want_text: bool) -> _Request:
+        sampling.validate()
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise InvalidRequest("the prompt is empty")
+        if len(prompt) >= self.max_context:
+            raise InvalidRequest(
+                f"the prompt has {len(prompt)} tokens; this model's context is "
+                f"{self.max_context} tokens, leaving no room to generate"
+            )
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
+        generator = torch.Generator()
+        generator.manual_seed(sampling.seed if sampling.seed is not None else next(self._seeds))
+        request = _Request(
+            prompt_ids=prompt,
+            sampling=sampling,
+            loop=asyncio.get_running_loop(),
+            events=asyncio.Queue(),
+            generator=generator,
+            want_text=want_text,
+        )
+        with self._cond:
+            if self._closed:
+                raise EngineError("the engine is closed")
+            self._ensure_thread()
+            self._waiting.append(request)
+            self._cond.notify()
+        return request
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="cheetah-engine", daemon=True)
+            self._thread.start()
+
+    # -- step loop (engine thread) -------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._closed or self._waiting or self._batch or self._weights):
+                    self._cond.wait()
+                if self._closed:
+                    break
+                weights, self._weights = self._weights, []
+                free = self.max_batch - len(self._batch)
+                admitted = []
+                while self._waiting and len(admitted) < free:
+                    request = self._waiting.popleft()
+                    if not request.leaving:
+                        admitted.append(request)
+            for state, version, future in weights:
+                self._apply_weights(state, version, future)
+            try:
+                with torch.inference_mode():
+                    if admitted:
+                        self._prefill(admitted)
+                    self._drop_finished()
+                    if self._batch:
+                        self._decode()
+                    self._drop_finished()
+                self.steps += 1
+            except Exception as e:  # a bug or OOM: fail these requests, keep serving others
+                error = EngineError(f"engine step failed: {type(e).__name__}: {e}")
+                for request in self._batch.rows + [
+                    r for r in admitted if r not in self._batch.rows
+                ]:
+                    request.send(error)
+                self._batch.clear()
+        error = EngineError("the engine was closed")
+        for request in list(self._waiting) + self._batch.rows:
+            request.send(error)
+        for _, _, future in self._weights:
+            future.get_loop().call_soon_threadsafe(_set_exception, future, error)
+
+    def _apply_weights(
+        self, state: dict[str, torch.Tensor], version: int, future: asyncio.Future[None]
+    ) -> None:
+        try:
+            with torch.no_grad():
+                self.model.load_state_dict(state, strict=False)
+            self._version = version
+        except Exception as e:
+            future.get_loop().call_soon_threadsafe(_set_exception, future, e)
+            return
+        future.get_loop().call_soon_threadsafe(_set_result, future)
+
+    def _prefill(self, requests: list[_Request]) -> None:
+        logits = self._batch.prefill(requests, [r.prompt_ids for r in requests])
+        self._sample_and_update(requests, logits)
+
+    def _decode(self) -> None:
+        logits = self._batch.decode([r.ids[-1] for r in self._batch.rows])
+        self._sample_and_update(self._batch.rows, logits)
+
+    def _drop_finished(self) -> None:
+        self._batch.keep([i for i, r in enumerate(self._batch.rows) if not r.leaving])
+
+    # -- sampling and bookkeeping --------------------------------------------------------
+
+    def _sample_and_update(self, requests: list[_Request], logits: torch.Tensor) -> None:
+        ids, logprobs, tops = sample(
+            logits.float().cpu(), [r.sampling for r in requests], [r.generator for r in requests]
+        )
+        for row, r in enumerate(requests):
+            if r.leaving:
+                continue
+            token, logprob = ids[row], logprobs[row]
+            if r.first_version is None:
+                r.first_version = self._version
+            r.ids.append(token)
+            r.logprobs.append(logprob)
+            r.top.append(tops[row])
+            reason = self._finish_reason(r)
+            delta = self._text_delta(r, final=reason is not None) if r.want_text else ""
+            r.send(TokenEvent(token, logprob, delta, self._version, tops[row]))
+            if reason is not None:
+                r.send(self._completion(r, reason))
+                r.leaving = True
+
+    def _finish_reason(self, r: _Request) -> FinishReason | None:
+        s = r.sampling
+        token = r.ids[-1]
+        if not s.ignore_eos and (token in self._eos or token in s.stop_token_ids):
+            return "stop"
+        if s.stop:
+            r.text = self._decode_text(r.ids)
+            if any(stop in r.text for stop in s.stop):
+                return "stop"
+        if len(r.ids) >= s.max_tokens or len(r.prompt_ids) + len(r.ids) >= self.max_context:
+            return "length"
+        return None
+
+    def _text_delta(self, r: _Request, final: bool) -> str:
+        if not r.sampling.stop:
+            r.text = self._decode_text(r.ids)
+        text = _cut_at_stop(r.text, r.sampling.stop)
+        end = len(text)
+        if not final:
+            end -= _held_back(text, r.sampling.stop)
+        if end <= r.sent_text:
+            return ""
+        delta, r.sent_text = text[r.sent_text : end], end
+        return delta
+
+    def _completion(self, r: _Request, reason: FinishReason) -> Completion:
+        text = r.text if r.want_text else self._decode_text(r.ids)
+        return Completion(
+            token_ids=list(r.ids),
+            logprobs=list(r.logprobs),
+            prompt_token_ids=list(r.prompt_ids),
+            policy_version=r.first_version if r.first_version is not None else self._version,
+            last_policy_version=self._version,
+            finish_reason=reason,
+            text=_cut_at_stop(text, r.sampling.stop),
+            top_logprobs=list(r.top) if r.sampling.top_logprobs else [],
+        )
+
+    def _decode_text(self, ids: list[int]) -> str:
+        return self._detokenizer.decode(ids, skip_special_tokens=True)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (config_eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise ValueError("the tokenizer and model config name no end-of-sequence token")
+    return ids
+
+
+def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def _held_back(text: str, stops: tuple[str, ...]) -> int:
+    """Characters at the end of ``text`` not yet safe to stream: a partial UTF-8 character,
+    or a prefix of a stop string that the next tokens may complete."""
+    hold = 1 if text.endswith("\ufffd") else 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:n]):
+                hold = max(hold, n)
+                break
+    return hold
+
+
+def _set_result(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _set_exception(future: asyncio.Future[None], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -1,0 +1,108 @@
+"""The engine boundary: token ids in, token ids + logprobs + policy version out.
+
+Imported by both ends: the in-process ``LocalEngine``, the ``RemoteEngine`` over an
+OpenAI-compatible HTTP API, the server that exposes an engine, and the harness policy that
+drives one. Everything crossing it is token ids, never text, so that what the trainer sees is
+exactly what the engine sampled.
+
+Stop strings travel inside ``SamplingParams`` (as in vLLM and the OpenAI API) rather than as a
+third argument, so one object describes a request. Left out: beam search, n > 1 (callers ask
+again), penalties and logit bias; nothing in the RL loop needs them yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+class EngineError(RuntimeError):
+    """The engine failed while serving a request (a bug, or the engine was shut down)."""
+
+
+class InvalidRequest(ValueError):
+    """The request can never succeed as sent: bad sampling values, prompt past the context."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one completion.
+
+    ``temperature`` 0 means greedy. ``top_k`` 0 and ``top_p`` 1 switch those filters off.
+    Generation ends at ``max_tokens`` new tokens or the end of the model's context
+    (``finish_reason`` "length"), at the model's end-of-turn token or any of
+    ``stop_token_ids`` (kept in the output ids), or when the decoded text contains one of
+    ``stop`` (the ids that produced it are kept; the text is cut before it). ``ignore_eos``
+    makes only ``max_tokens`` end a completion (benchmarks). ``top_logprobs`` asks for that
+    many alternatives per position. ``seed`` makes a request's samples reproducible
+    regardless of what else is in its batch.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    top_logprobs: int = 0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # tuples keep the dataclass hashable and frozen even when callers pass lists
+        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+    def validate(self) -> SamplingParams:
+        """Return self, or raise ``InvalidRequest`` naming the first bad field."""
+        if not (math.isfinite(self.temperature) and 0.0 <= self.temperature <= 100.0):
+            raise InvalidRequest(f"temperature must be in [0, 100], got {self.temperature}")
+        if not (math.isfinite(self.top_p) and 0.0 < self.top_p <= 1.0):
+            raise InvalidRequest(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise InvalidRequest(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if self.max_tokens < 1:
+            raise InvalidRequest(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not 0 <= self.top_logprobs <= 20:
+            raise InvalidRequest(f"top_logprobs must be in [0, 20], got {self.top_logprobs}")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise InvalidRequest("stop strings must be non-empty strings")
+        return self
+
+
+@dataclass
+class Completion:
+    """One finished request.
+
+    ``logprobs[i]`` is the log-probability of ``token_ids[i]`` (see the engine for which
+    distribution). ``policy_version`` is the weights version that sampled the first token;
+    ``last_policy_version`` the one that sampled the last (they differ when weights were
+    loaded mid-generation). ``top_logprobs[i]`` holds ``(token_id, logprob)`` alternatives.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    prompt_token_ids: list[int]
+    policy_version: int
+    finish_reason: FinishReason
+    text: str = ""
+    last_policy_version: int | None = None
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Generates token ids for token-id prompts; takes new weights without restarting."""
+
+    @property
+    def policy_version(self) -> int: ...
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion: ...
+
+    async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None: ...

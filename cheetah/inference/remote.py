@@ -1,0 +1,191 @@
+"""``RemoteEngine``: the ``Engine`` protocol over an OpenAI-compatible HTTP server.
+
+It sends token-id prompts to ``POST /v1/completions`` (the OpenAI API accepts a list of ids
+as ``prompt``) with ``return_token_ids`` and ``logprobs: 0``, and reads back the sampled ids
+(``choices[0].token_ids``) and their logprobs (``logprobs.token_logprobs``). Weight updates
+ask the server to reload a checkpoint directory; ``load_weights(state_dict)`` first writes the
+tensors as safetensors under ``staging_dir`` (which the server must be able to read).
+
+Servers that plug in:
+
+- cheetah: ``cheetah serve --model default --port 8000``; weights via ``POST /v1/weights``
+  ``{"path": dir}`` (the default ``weights_route``/``weights_field``).
+- vLLM: ``vllm serve <model dir> --port 8000 --logprobs-mode processed_logprobs`` (so its
+  logprobs, like cheetah's, are under the temperature/top-k/top-p distribution actually
+  sampled from; the default is the raw model distribution). vLLM returns ids with
+  ``return_token_ids``. Reloading weights from disk over HTTP differs between vLLM versions;
+  point ``weights_route``/``weights_field`` at what your deployment exposes.
+- SGLang: ``python -m sglang.launch_server --model-path <model dir> --port 30000``; weights via
+  ``RemoteEngine(url, weights_route="/update_weights_from_disk", weights_field="model_path")``.
+  SGLang reports ids under ``meta_info``/``output_ids`` rather than ``token_ids`` in some
+  versions; responses without ids are an ``EngineError`` here rather than a silent
+  re-tokenization.
+
+Left out: ``top_logprobs`` (servers name alternatives by text, not id), retries and load balancing across servers (the rollout scheduler owns those),
+streaming (a rollout needs the whole turn), and NCCL weight broadcast.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from cheetah.inference.protocol import Completion, EngineError, InvalidRequest, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
+
+
+class RemoteEngine:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        weights_route: str = "/v1/weights",
+        weights_field: str = "path",
+        staging_dir: str | Path | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self.model = model
+        self.weights_route = weights_route
+        self.weights_field = weights_field
+        self.staging_dir = Path(staging_dir) if staging_dir else None
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout_s, headers=headers, transport=transport
+        )
+        self._version = 0
+
+    @property
+    def policy_version(self) -> int:
+        """The latest version the server reported (or that we asked it to load)."""
+        return self._version
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        sampling.validate()
+        body: dict[str, Any] = {
+            "model": await self._model_name(),
+            "prompt": [int(t) for t in prompt_ids],
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "logprobs": 0,  # the sampled token's logprob only; alternatives stay server-side
+            "return_token_ids": True,
+            "ignore_eos": sampling.ignore_eos,
+        }
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if sampling.stop_token_ids:
+            body["stop_token_ids"] = list(sampling.stop_token_ids)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        data = await self._post("/v1/completions", body)
+        return self._parse(data, prompt_ids, sampling)
+
+    async def load_checkpoint(self, path: str | Path, version: int) -> None:
+        """Ask the server to load the checkpoint directory at ``path`` as ``version``."""
+        await self._post(self.weights_route, {self.weights_field: str(path), "version": version})
+        self._version = version
+
+    async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Write ``state_dict`` under ``staging_dir/v{version}`` and have the server load it."""
+        if self.staging_dir is None:
+            raise EngineError(
+                "RemoteEngine.load_weights needs staging_dir (a path the server reads)"
+            )
+        import asyncio
+
+        from safetensors.torch import save_file
+
+        target = self.staging_dir / f"v{version}"
+        target.mkdir(parents=True, exist_ok=True)
+        tensors, seen = {}, set()
+        for name, tensor in state_dict.items():
+            t = tensor.detach().contiguous().cpu()
+            # safetensors refuses shared storage (tied embeddings): give repeats their own copy
+            tensors[name] = t.clone() if t.data_ptr() in seen else t
+            seen.add(t.data_ptr())
+        await asyncio.to_thread(save_file, tensors, str(target / "model.safetensors"))
+        await self.load_checkpoint(target, version)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _model_name(self) -> str:
+        if self.model is None:
+            data = await self._request("GET", "/v1/models", None)
+            try:
+                self.model = str(data["data"][0]["id"])
+            except (KeyError, IndexError, TypeError):
+                raise EngineError(f"{self.base_url}/v1/models lists no model") from None
+        return self.model
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", path, body)
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        try:
+            resp = await self._client.request(method, path, json=body)
+        except httpx.HTTPError as e:
+            raise EngineError(
+                f"cannot reach {self.base_url}{path}: {type(e).__name__}: {e}"
+            ) from None
+        if 400 <= resp.status_code < 500:
+            raise InvalidRequest(
+                f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
+            )
+        if resp.status_code != 200:
+            raise EngineError(
+                f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
+            )
+        try:
+            return resp.json()
+        except ValueError:
+            raise EngineError(f"{self.base_url}{path} answered with something not JSON") from None
+
+    def _parse(self, data: Any, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        try:
+            choice = data["choices"][0]
+            token_ids = [int(t) for t in choice["token_ids"]]
+            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise EngineError(
+                "the server's completion lacks choices[0].token_ids or logprobs.token_logprobs; "
+                "it must return the sampled ids (vLLM: return_token_ids)"
+            ) from None
+        if len(logprobs) != len(token_ids):
+            raise EngineError(f"{len(token_ids)} token ids but {len(logprobs)} logprobs")
+        version = data.get("policy_version", choice.get("policy_version", self._version))
+        self._version = max(self._version, int(version))
+        finish = choice.get("finish_reason") or "stop"
+        return Completion(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            prompt_token_ids=[int(t) for t in choice.get("prompt_token_ids") or prompt_ids],
+            policy_version=int(version),
+            finish_reason=finish if finish in ("stop", "length", "abort") else "stop",
+            text=choice.get("text") or "",
+            last_policy_version=int(version),
+        )
+
+
+def _message(resp: httpx.Response) -> str:
+    try:
+        error = resp.json().get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    except (ValueError, AttributeError):
+        pass
+    return resp.text[:500]

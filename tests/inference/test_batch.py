@@ -1,0 +1,49 @@
+"""KVBatch: merging, dropping and trimming rows keeps every row's logits exact."""
+
+from __future__ import annotations
+
+import torch
+
+from cheetah.inference.batch import KVBatch
+
+
+def _next_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0, -1]
+
+
+def test_rows_of_different_lengths_merge_and_trim_without_changing_logits(tiny):
+    model = tiny.model
+    batch: KVBatch[str] = KVBatch(model, pad_id=2)
+    a, b = [1, 520, 9531], [1, 9690, 198, 2683, 359, 253, 5356, 5646]
+    with torch.inference_mode():
+        logits = batch.prefill(["a"], [a])
+        assert torch.allclose(logits[0], _next_logits(model, a), atol=1e-4)
+        a = [*a, 7]
+        batch.decode([7])
+        logits = batch.prefill(["b"], [b])  # wider: "a" gets left padding
+        assert batch.rows == ["a", "b"] and batch.width == len(b)
+        assert torch.allclose(logits[0], _next_logits(model, b), atol=1e-4)
+        logits = batch.decode([11, 13])
+        a, b = [*a, 11], [*b, 13]
+        assert torch.allclose(logits[0], _next_logits(model, a), atol=1e-4)
+        assert torch.allclose(logits[1], _next_logits(model, b), atol=1e-4)
+        batch.keep([0])  # "b" leaves; the padding it forced on "a" is trimmed
+        assert batch.rows == ["a"] and batch.width == len(a)
+        logits = batch.decode([17])
+        assert torch.allclose(logits[0], _next_logits(model, [*a, 17]), atol=1e-4)
+        batch.keep([])
+        assert len(batch) == 0 and batch.width == 0
+
+
+def test_decode_appends_into_spare_room_instead_of_copying_the_cache(tiny):
+    batch: KVBatch[int] = KVBatch(tiny.model, pad_id=2)
+    with torch.inference_mode():
+        batch.prefill([0, 1], [[1, 2, 3], [4, 5]])
+        batch.decode([6, 7])
+        layer = batch._cache.layers[0]
+        buffer = layer._kbuf.data_ptr()
+        for step in range(5):
+            batch.decode([8 + step, 9 + step])
+        assert layer._kbuf.data_ptr() == buffer
+        assert layer.keys.data_ptr() == buffer and layer.keys.shape[2] == 3 + 6
