@@ -95,3 +95,28 @@ def test_help_and_tools_list():
     assert "--max-turns" in r.stdout and "scripted:FILE" in r.stdout
     r = cheetah("tools", "list")
     assert r.returncode == 0 and "## edit_file" in r.stdout
+
+
+def test_agent_with_an_in_process_model_records_engine_tokens(sample_repo, tmp_path):
+    out = tmp_path / "t.json"
+    r = cheetah(
+        "agent",
+        "Fix it.",
+        "--repo",
+        sample_repo,
+        "--model",
+        "tiny",
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        out,
+    )
+    assert r.returncode == 0, r.stderr
+    traj = Trajectory.load(out)
+    turn = traj.turns[0]
+    assert len(turn.token_ids) == len(turn.logprobs) == turn.completion_tokens <= 8
+    assert turn.policy_version == 0 and traj.policy == "engine:tiny"
+    r = cheetah("agent", "q", "--repo", sample_repo, "--model", str(tmp_path / "no-model"))
+    assert r.returncode == 2 and "unknown model" in r.stderr

@@ -4,7 +4,8 @@ Works with cheetah's own server, vLLM, SGLang or a hosted API. When the server
 returns the engine's token ids and logprobs (cheetah's server does: ``token_ids``
 and ``prompt_token_ids`` on the choice, standard ``logprobs.content``), they are
 kept in the trajectory; otherwise tokens are taken from ``usage``.
-Deliberately left out: streaming (the loop needs the whole message), native
+Assistant messages that carry token ids are sent with them (``token_ids``), so a
+cheetah server never re-tokenizes what its engine wrote. Deliberately left out: streaming (the loop needs the whole message), native
 function calling (the XML tool format is the protocol).
 """
 
@@ -72,7 +73,7 @@ class OpenAIPolicy:
         async with httpx.AsyncClient(timeout=self.timeout_s) as client:
             body = {
                 "model": await self.resolve_model(client),
-                "messages": [{"role": m.role, "content": m.content} for m in messages],
+                "messages": [_wire(m) for m in messages],
                 "temperature": self.temperature,
                 "max_tokens": self.max_tokens,
                 "logprobs": True,
@@ -80,6 +81,15 @@ class OpenAIPolicy:
             }
             data = await self._post(client, "/chat/completions", body)
         return parse_chat_response(data)
+
+
+def _wire(m: Message) -> dict:
+    """A message for the request; assistant turns carry the engine's own token ids when known,
+    so a cheetah server continues from exactly those ids (other servers ignore the field)."""
+    out: dict = {"role": m.role, "content": m.content}
+    if m.role == "assistant" and m.token_ids is not None:
+        out["token_ids"] = m.token_ids
+    return out
 
 
 def parse_chat_response(data: dict) -> Generation:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cheetah.harness.openai_policy import OpenAIPolicy
 from cheetah.harness.policy import Policy, PolicyError, ScriptedPolicy
 
 MODEL_HELP = (
-    "scripted:FILE (replay a JSON list of assistant messages) or the base URL of an "
-    "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"
+    "scripted:FILE (replay a JSON list of assistant messages), the base URL of an "
+    "OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1), or a model run in process: "
+    "default (SmolLM2-135M-Instruct), tiny (random, for tests) or a HF model directory"
 )
 
 
@@ -18,4 +21,21 @@ def policy_from_spec(
         return ScriptedPolicy.from_file(spec.removeprefix("scripted:"))
     if spec.startswith(("http://", "https://")):
         return OpenAIPolicy(spec, model_name, temperature=temperature, max_tokens=max_tokens)
+    if spec in ("default", "tiny") or Path(spec).expanduser().exists():
+        return _local_engine_policy(spec, temperature, max_tokens)
     raise PolicyError(f"unknown model {spec!r}; expected {MODEL_HELP}")
+
+
+def _local_engine_policy(spec: str, temperature: float, max_tokens: int) -> Policy:
+    from cheetah.harness.engine_policy import EnginePolicy
+    from cheetah.inference.local import LocalEngine
+    from cheetah.inference.protocol import SamplingParams
+    from cheetah.model.loading import ModelLoadError, build_tiny, load_model
+
+    try:
+        loaded = build_tiny() if spec == "tiny" else load_model(spec)
+    except ModelLoadError as e:
+        raise PolicyError(str(e)) from None
+    engine = LocalEngine.from_loaded(loaded)
+    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
+    return EnginePolicy(engine, loaded.tokenizer, sampling, name=f"engine:{loaded.name}")

@@ -63,6 +63,7 @@ class TrainSection(_Section):
     checkpoint_every: int = Field(2, description="steps between checkpoints")
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
     sft_lr: float = Field(5e-5)
+    sft_batch: int = Field(4, description="oracle trajectories per SFT step (rotating)")
 
 
 class TrainRunConfig(_Section):

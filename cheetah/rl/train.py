@@ -255,8 +255,14 @@ class TrainJob:
                 )
             )
         self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.sft_lr
+        if not samples:
+            self.log("sft: no training task has a reference patch; skipped")
+            return
+        self.rng.shuffle(samples)
+        per = max(1, min(self.cfg.train.sft_batch, len(samples)))
         for i in range(steps):
-            m = await asyncio.to_thread(self.trainer.sft_step, samples)
+            batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
+            m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
         self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.lr
         await self.trainer.sync_to([RayEngine(self.engine)])
