@@ -9,7 +9,7 @@ STAMP := $(VENV)/.cheetah-installed
 APT_PACKAGES := bubblewrap
 DEMO_DIR ?= /tmp/cheetah-demo
 
-.PHONY: install demo test test-slow lint format bench clean
+.PHONY: install demo demo-agent test test-slow lint format bench clean
 
 install: $(STAMP)
 
@@ -30,11 +30,17 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	cp -r cheetah/data/sample_repo $(DEMO_DIR)/repo
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah train --config configs/quickstart.toml \
+	  --set run.out_dir=$(DEMO_DIR)
+	@echo "run directory: $(DEMO_DIR)/quickstart (config.json, run.sqlite, reward.png, checkpoints/)"
+
+demo-agent: $(STAMP)
+	rm -rf $(DEMO_DIR)-agent && mkdir -p $(DEMO_DIR)-agent
+	cp -r cheetah/data/sample_repo $(DEMO_DIR)-agent/repo
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah agent "The test suite of this repo fails: find the bug and fix it." \
-	  --repo $(DEMO_DIR)/repo --model scripted:cheetah/data/scripts/fix_sample_repo.json \
-	  --out $(DEMO_DIR)/trajectory.json
-	cd $(DEMO_DIR)/repo && $(CURDIR)/$(BIN)/python -m pytest -q
+	  --repo $(DEMO_DIR)-agent/repo --model scripted:cheetah/data/scripts/fix_sample_repo.json \
+	  --out $(DEMO_DIR)-agent/trajectory.json
+	cd $(DEMO_DIR)-agent/repo && $(CURDIR)/$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
