@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import os
 import shlex
 import shutil
@@ -89,11 +90,12 @@ class Sandbox:
         """(host source, path inside) pairs. As root, sources under /root and other closed dirs
         are bind-mounted read-only under ``base`` first, so the sandbox uid can reach them."""
         pairs = []
-        for i, d in enumerate(_runtime_dirs()):
+        for d in _runtime_dirs():
             if not self.caps.root:
                 pairs.append((d, d))
                 continue
-            target = base / str(i)
+            # Named by the source, so interpreters of other checkouts never collide.
+            target = base / hashlib.sha256(str(d).encode()).hexdigest()[:16]
             if not mounts.is_mounted(target):
                 mounts.bind_readonly(d, target)
             os.chmod(base, 0o711)

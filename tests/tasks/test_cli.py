@@ -23,7 +23,8 @@ def test_verbs_register_on_a_parent_parser():
     args = parser.parse_args(["tasks", "generate", "--repo", "r", "--out", "o.jsonl"])
     assert args.max_mutants == 150
     help_text = sub.choices["eval"].format_help()
-    assert "pass@k" in help_text and "unsandboxed" in help_text
+    assert "pass@k" in help_text and "--sandbox" in help_text
+    assert "unsandboxed" in help_text.lower()
 
 
 def test_validate_ok_and_malformed(calc_repo, tmp_path, capsys):
@@ -40,7 +41,8 @@ def test_validate_ok_and_malformed(calc_repo, tmp_path, capsys):
 def test_eval_oracle_writes_reports(calc_repo, tmp_path, capsys):
     tasks = write_tasks(tmp_path / "t.jsonl", bug_task(calc_repo))
     out = tmp_path / "report"
-    assert main(["eval", "--tasks", str(tasks), "--model", "oracle", "--out", str(out)]) == 0
+    argv = ["eval", "--tasks", str(tasks), "--model", "oracle", "--out", str(out)]
+    assert main([*argv, "--sandbox", "local"]) == 0
     assert "pass@1 1.000" in capsys.readouterr().out
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["pass@1"] == 1.0
@@ -62,7 +64,7 @@ def test_eval_scripted_model_gets_a_fresh_script_per_sample(calc_repo, tmp_path,
     script.write_text('["Nothing to change."]')
     out = tmp_path / "report"
     argv = ["eval", "--tasks", str(tasks), "--model", f"scripted:{script}", "--out", str(out)]
-    assert main([*argv, "--samples", "2"]) == 0
+    assert main([*argv, "--samples", "2", "--sandbox", "local"]) == 0
     assert "pass@1 0.000  pass@2 0.000" in capsys.readouterr().out
     report = json.loads((out / "report.json").read_text())
     assert [s["stop_reason"] for s in report["samples"]] == ["finished", "finished"]
