@@ -271,8 +271,6 @@ class IsolatedSession:
             bwrap += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for name in ("passwd", "group", "hosts"):
             bwrap += ["--ro-bind", str(sb.etc / name), f"/etc/{name}"]
-        for source, inside in sb.runtime:
-            bwrap += ["--ro-bind", str(source), str(inside)]
         venv_bin = Path(sys.prefix) / "bin"
         bwrap += [
             "--proc",
@@ -286,6 +284,11 @@ class IsolatedSession:
             str(cfg.tmp_mb * 1024 * 1024),
             "--tmpfs",
             "/tmp",
+        ]
+        # The interpreter after /tmp, which would otherwise hide one that lives under /tmp.
+        for source, inside in sb.runtime:
+            bwrap += ["--ro-bind", str(source), str(inside)]
+        bwrap += [
             "--bind",
             str(self.merged),
             WORKSPACE,
