@@ -96,6 +96,8 @@ class Sandbox:
                 continue
             # Named by the source, so interpreters of other checkouts never collide.
             target = base / hashlib.sha256(str(d).encode()).hexdigest()[:16]
+            if mounts.is_mounted(target) and not _same_dir(target, d):
+                mounts.umount(target, lazy=True)  # left by a deleted and re-made checkout
             if not mounts.is_mounted(target):
                 mounts.bind_readonly(d, target)
             os.chmod(base, 0o711)
@@ -335,6 +337,14 @@ class IsolatedSession:
             for f in (self.cgroups.procs_files() if self.cgroups else [])
         )
         return ["/bin/sh", "-c", f"{joins}exec {shlex.join(chain)}"]
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _copy_layer(src: Path, dest: Path) -> None:
