@@ -111,3 +111,38 @@ def test_micro_batches_respect_the_token_budget():
     groups = micro_batches(samples, 320)
     assert sorted(len(s.input_ids) for g in groups for s in g) == [5, 10, 20, 150, 300]
     assert all(len(g[0].input_ids) * len(g) <= 320 or len(g) == 1 for g in groups)
+
+
+async def test_sync_to_a_remote_engine_goes_through_a_checkpoint_directory(
+    setup, tokenizer, ws, tmp_path
+):
+    """The trainer's weights reach a server (here `cheetah serve` in a thread) that reloads a
+    checkpoint directory, the path vLLM and SGLang use; its logprobs then match the trainer's."""
+    from cheetah.inference.remote import RemoteEngine
+    from cheetah.inference.server import create_app
+    from tests.inference.conftest import serve_in_thread
+
+    engine, trainer = setup
+    url, stop = serve_in_thread(create_app(engine, "tiny"))
+    remote = RemoteEngine(f"{url}/v1", staging_dir=tmp_path / "staging")
+    try:
+        sample = sample_from_trajectory(
+            await rollout(engine, tokenizer, ws, 6), tokenizer, advantage=1.0
+        )
+        trainer.rl_step([sample])
+        seconds = await trainer.sync_to([remote])
+        assert seconds > 0 and engine.policy_version == trainer.version == 1
+        assert (tmp_path / "staging" / "v1").is_dir()
+        traj = await run_agent(
+            "Say hi.",
+            EnginePolicy(remote, tokenizer, SamplingParams(temperature=1.0, max_tokens=8, seed=7)),
+            ws,
+            AgentLimits(max_turns=1),
+        )
+        theirs = [lp for t in traj.turns for lp in t.logprobs]
+        ours = trainer.logprobs(sample_from_trajectory(traj, tokenizer))
+        assert traj.turns[0].policy_version == 1
+        assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
+    finally:
+        await remote.aclose()
+        stop()
