@@ -29,6 +29,15 @@ class RunSection(_Section):
 class ModelSection(_Section):
     spec: str = Field("default", description="default | tiny | a HF directory")
     max_batch: int = Field(16, description="engine batch (concurrent sequences)")
+    engine_urls: list[str] = Field(
+        default_factory=list,
+        description="OpenAI-compatible servers (cheetah serve, vLLM, SGLang) to roll out on "
+        "instead of the local engine actor; new weights reach them as checkpoint directories",
+    )
+    staging_dir: Path = Field(
+        Path("/tmp/cheetah-weights"),
+        description="where checkpoints for engine_urls are written (the servers must read it)",
+    )
 
 
 class TasksSection(_Section):

@@ -1,8 +1,10 @@
 """`cheetah train`: the main job, read top to bottom.
 
 1. Resolve the config, open the run directory (``config.json``, ``run.sqlite``).
-2. Start Ray locally: one engine actor (``LocalEngine`` over the policy), rollout
-   workers that run the harness on task sandboxes and grade the result.
+2. Start Ray locally: one engine actor (``LocalEngine`` over the policy), or none when
+   ``model.engine_urls`` names OpenAI-compatible servers (cheetah serve, vLLM, SGLang)
+   that reload checkpoint directories; rollout workers that run the harness on task
+   sandboxes and grade the result.
 3. Optionally warm up with SFT on oracle trajectories (the reference patch applied
    through the tools), so a small model learns the tool format before RL.
 4. Measure the held-out pass rate (greedy, one sample per task).
@@ -94,6 +96,12 @@ class RayEngine:
         await self.handle.load_weights.remote(state, version)
 
 
+def remote_engines(cfg: TrainRunConfig) -> list[Any]:
+    from cheetah.inference.remote import RemoteEngine
+
+    return [RemoteEngine(url, staging_dir=cfg.model.staging_dir) for url in cfg.model.engine_urls]
+
+
 class TaskRollout:
     """Runs in a rollout worker: one task, one sandbox, the harness, the grader."""
 
@@ -101,7 +109,7 @@ class TaskRollout:
         from cheetah.tasks.loaders import load_tasks
 
         self.cfg = TrainRunConfig.model_validate(cfg)
-        self.engine = RayEngine(engine)
+        self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
         self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
         self.factory = factory_for(self.cfg.rollout.sandbox)
@@ -124,7 +132,8 @@ class TaskRollout:
         ws = await open_task(self.factory, task)
         try:
             baseline = await capture_baseline(ws)
-            policy = EnginePolicy(self.engine, self.tokenizer, sampling)
+            engine = self.engines[spec.rollout_id % len(self.engines)]
+            policy = EnginePolicy(engine, self.tokenizer, sampling)
             traj = await run_agent(
                 task.query, policy, ws, AgentLimits(max_turns=r.max_turns), task_id=task.id
             )
@@ -202,9 +211,13 @@ class TrainJob:
                 bf16=cfg.train.bf16,
             ),
         )
-        self.engine = EngineActor.options(max_concurrency=1000).remote(
-            cfg.model.spec, cfg.model.max_batch
-        )
+        if cfg.model.engine_urls:  # remote servers: no local engine actor
+            self.engine, self.sync_targets = None, remote_engines(cfg)
+        else:
+            self.engine = EngineActor.options(max_concurrency=1000).remote(
+                cfg.model.spec, cfg.model.max_batch
+            )
+            self.sync_targets = [RayEngine(self.engine)]
         cfg_dict = cfg.model_dump(mode="json")
         engine = self.engine
         self.workers = start_workers(
@@ -265,7 +278,7 @@ class TrainJob:
             m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
         self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.lr
-        await self.trainer.sync_to([RayEngine(self.engine)])
+        await self.trainer.sync_to(self.sync_targets)
 
     # -- RL ---------------------------------------------------------------------------------
     def _resume_state(self, scheduler: RolloutScheduler) -> int:
@@ -308,8 +321,7 @@ class TrainJob:
         )
         step = self._resume_state(scheduler) if self.resume else 0
         if step:
-            await self.trainer.sync_to([RayEngine(self.engine)])
-        engine = RayEngine(self.engine)
+            await self.trainer.sync_to(self.sync_targets)
         state = {"step": step}
 
         def on_result(f: Finished) -> None:
@@ -330,7 +342,7 @@ class TrainJob:
                 )
                 scheduler.dropped.clear()
             state["step"] += 1
-            await self._train_step(state["step"], batch, engine)
+            await self._train_step(state["step"], batch)
 
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -352,7 +364,7 @@ class TrainJob:
             )
             await run_rollouts(scheduler, self.workers, on_batch, on_result=on_result)
 
-    async def _train_step(self, step: int, batch: list[Group], engine: RayEngine) -> None:
+    async def _train_step(self, step: int, batch: list[Group]) -> None:
         import torch
 
         from cheetah.rl.loss import group_advantages
@@ -389,7 +401,7 @@ class TrainJob:
             m = await asyncio.to_thread(self.trainer.rl_step, samples)
             metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
             t0 = time.perf_counter()
-            await self.trainer.sync_to([engine])
+            await self.trainer.sync_to(self.sync_targets)
             metrics["weight_sync_s"] = time.perf_counter() - t0
         else:
             metrics["train_skipped_no_signal"] = 1.0  # every group had equal rewards

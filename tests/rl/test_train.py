@@ -108,3 +108,44 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
     assert summary["rollouts"] == len(after) == 16
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_path):
+    from tests.sandbox.conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    server = subprocess.Popen(
+        [BIN / "cheetah", "serve", "--model", "tiny", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        staging = tmp_path / "staging"
+        proc = train(
+            tmp_path,
+            "train.steps=1",
+            f'model.engine_urls=["http://127.0.0.1:{port}/v1"]',
+            f'model.staging_dir="{staging}"',
+        )
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-3000:]
+        assert (staging / "v1").is_dir()  # the SFT weights went to the server as a checkpoint
+        with sqlite3.connect(tmp_path / "quickstart" / "run.sqlite") as db:
+            trajs = [json.loads(t) for (t,) in db.execute("SELECT trajectory FROM rollouts")]
+        assert len(trajs) == 4
+        assert all(turn["policy_version"] == 1 for t in trajs for turn in t["turns"])
+    finally:
+        server.kill()
+        server.wait()
