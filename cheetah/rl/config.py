@@ -69,6 +69,9 @@ class TrainSection(_Section):
     micro_batch_tokens: int = Field(4096)
     max_seq_len: int = Field(2048)
     bf16: bool = Field(False, description="bf16 autocast in the trainer")
+    grad_checkpointing: bool = Field(
+        False, description="recompute activations in backward (less memory, more compute)"
+    )
     checkpoint_every: int = Field(2, description="steps between checkpoints")
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
     sft_lr: float = Field(5e-5)

@@ -209,6 +209,7 @@ class TrainJob:
                 grad_clip=cfg.train.grad_clip,
                 micro_batch_tokens=cfg.train.micro_batch_tokens,
                 bf16=cfg.train.bf16,
+                grad_checkpointing=cfg.train.grad_checkpointing,
             ),
         )
         if cfg.model.engine_urls:  # remote servers: no local engine actor

@@ -43,6 +43,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     micro_batch_tokens: int = 4096
     bf16: bool = False
+    grad_checkpointing: bool = False  # recompute activations in backward: far less memory
     loss: LossConfig = field(default_factory=LossConfig)
 
 
@@ -102,6 +103,13 @@ class Trainer:
         )
         self.step_count = 0
         self.version = 0
+        if self.cfg.grad_checkpointing:
+            enable = (
+                getattr(model, "activation_checkpointing_enable", None)
+                or model.gradient_checkpointing_enable
+            )
+            enable()
+            model.config.use_cache = False
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
 
@@ -168,6 +176,7 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         self.model.eval()
         self.step_count += 1
+        _release_memory()
         return StepMetrics(
             loss=agg["loss"],
             grad_norm=grad_norm,
@@ -261,3 +270,17 @@ class Trainer:
         self.step_count, self.version = ts["step"], ts["version"]
         torch.set_rng_state(ts["rng"])
         return json.loads((directory / "cursor.json").read_text())
+
+
+def _release_memory() -> None:
+    """Hand freed activation memory back to the OS (glibc keeps it otherwise), so a long run
+    does not hold its peak step's memory while the engine and sandboxes need it."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass

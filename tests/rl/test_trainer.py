@@ -146,3 +146,20 @@ async def test_sync_to_a_remote_engine_goes_through_a_checkpoint_directory(
     finally:
         await remote.aclose()
         stop()
+
+
+async def test_activation_checkpointing_gives_the_same_step(setup, tokenizer, ws):
+    engine, _ = setup
+    sample = sample_from_trajectory(
+        await rollout(engine, tokenizer, ws, 8), tokenizer, advantage=1.0
+    )
+    plain = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(lr=1e-2))
+    ckpt = Trainer(
+        build_tiny(tokenizer=tokenizer).model,
+        tokenizer,
+        TrainConfig(lr=1e-2, grad_checkpointing=True),
+    )
+    a, b = plain.rl_step([sample]), ckpt.rl_step([sample])
+    assert a.loss == pytest.approx(b.loss, rel=1e-5)
+    assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
+    assert plain.logprobs(sample) == pytest.approx(ckpt.logprobs(sample), abs=1e-5)
