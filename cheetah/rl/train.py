@@ -449,33 +449,22 @@ class TrainJob:
 
 
 def behaviour_metrics(payloads: list[str]) -> dict[str, float]:
-    """Tool calls per turn, reads and searches before the first edit, edits per task,
-    tokens per solved task, from the trajectories of one step."""
-    calls_per_turn, before_edit, edits, solved_tokens = [], [], [], []
-    for p in payloads:
-        t = Trajectory.model_validate_json(p)
-        calls = t.calls
-        if t.turns:
-            calls_per_turn.append(len(calls) / len(t.turns))
-        first_edit = next((i for i, c in enumerate(calls) if c.name == "edit_file"), len(calls))
-        before_edit.append(
-            sum(
-                c.name in ("read_file", "grep", "list_dir", "codebase_search")
-                for c in calls[:first_edit]
-            )
-        )
-        edits.append(sum(c.name == "edit_file" for c in calls))
-        if (t.grade or {}).get("correct"):
-            solved_tokens.append(t.completion_tokens)
+    """Tool calls per turn, reads and searches before the first edit, edits per task, tokens
+    per solved task: the eval's per-trajectory metrics, averaged over one step."""
+    from cheetah.tasks.metrics import mean_of, trajectory_metrics
 
-    def mean(xs: list[float]) -> float:
-        return statistics.fmean(xs) if xs else 0.0
+    trajs = [Trajectory.model_validate_json(p) for p in payloads]
+    rows = [trajectory_metrics(t) for t in trajs]
+    solved = [r for r, t in zip(rows, trajs, strict=True) if (t.grade or {}).get("correct")]
+
+    def mean(rs: list[dict], key: str) -> float:
+        return mean_of(rs, key) or 0.0
 
     return {
-        "calls_per_turn": mean(calls_per_turn),
-        "reads_before_edit": mean(before_edit),
-        "edits_per_task": mean(edits),
-        "tokens_per_solved": mean(solved_tokens),
+        "calls_per_turn": mean(rows, "calls_per_turn"),
+        "reads_before_edit": mean(rows, "explore_before_edit"),
+        "edits_per_task": mean(rows, "edits"),
+        "tokens_per_solved": mean(solved, "completion_tokens"),
     }
 
 
