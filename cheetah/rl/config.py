@@ -58,7 +58,17 @@ class RolloutSection(_Section):
     max_new_tokens: int = Field(256, description="tokens per assistant message")
     temperature: float = Field(1.0)
     sandbox: Literal["isolated", "local"] = Field(
-        "isolated", description="'local' runs agent commands UNSANDBOXED (trusted tasks only)"
+        "isolated",
+        description="backend of the env server started for the run when env_urls is empty; "
+        "'local' runs agent commands UNSANDBOXED (trusted tasks only)",
+    )
+    env_urls: list[str] = Field(
+        default_factory=list,
+        description="env servers (cheetah env serve) the rollout workers reach through the "
+        "fleet client; empty: one server is started on this machine for the run",
+    )
+    env_token_file: Path | None = Field(
+        None, description="file holding the bearer token of the env_urls servers"
     )
 
 

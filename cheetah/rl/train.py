@@ -3,8 +3,9 @@
 1. Resolve the config, open the run directory (``config.json``, ``run.sqlite``).
 2. Start Ray locally: one engine actor (``LocalEngine`` over the policy), or none when
    ``model.engine_urls`` names OpenAI-compatible servers (cheetah serve, vLLM, SGLang)
-   that reload checkpoint directories; rollout workers that run the harness on task
-   sandboxes and grade the result.
+   that reload checkpoint directories; rollout workers that run the harness against
+   the env fleet (the servers of ``rollout.env_urls``, or one env server started for
+   the run) and grade the result there.
 3. Optionally warm up with SFT on oracle trajectories (the reference patch applied
    through the tools), so a small model learns the tool format before RL.
 4. Measure the held-out pass rate (greedy, one sample per task).
@@ -39,7 +40,6 @@ from cheetah.rl.data import SampleError, sample_from_trajectory
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.store import RunStore
-from cheetah.tasks.sandboxed import factory_for
 
 
 def tokenizer_for(spec: str) -> Any:
@@ -102,17 +102,28 @@ def remote_engines(cfg: TrainRunConfig) -> list[Any]:
     return [RemoteEngine(url, staging_dir=cfg.model.staging_dir) for url in cfg.model.engine_urls]
 
 
+def env_token(cfg: TrainRunConfig) -> str:
+    from cheetah.sandbox.server import read_token
+
+    if cfg.rollout.env_token_file is None:
+        raise ValueError("rollout.env_urls needs rollout.env_token_file (the servers' token)")
+    return read_token(cfg.rollout.env_token_file)
+
+
 class TaskRollout:
-    """Runs in a rollout worker: one task, one sandbox, the harness, the grader."""
+    """Runs in a rollout worker: one task, one env-fleet session, the harness, the grader."""
 
     def __init__(self, engine: Any, cfg: dict) -> None:
+        from cheetah.sandbox.fleet import EnvFleet
         from cheetah.tasks.loaders import load_tasks
+        from cheetah.tasks.remote import FleetSessionFactory
 
         self.cfg = TrainRunConfig.model_validate(cfg)
         self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
         self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
-        self.factory = factory_for(self.cfg.rollout.sandbox)
+        fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
+        self.factory = FleetSessionFactory(fleet)
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
@@ -135,7 +146,7 @@ class TaskRollout:
             engine = self.engines[spec.rollout_id % len(self.engines)]
             policy = EnginePolicy(engine, self.tokenizer, sampling)
             traj = await run_agent(
-                task.query, policy, ws, AgentLimits(max_turns=r.max_turns), task_id=task.id
+                task.query, policy, ws.agent, AgentLimits(max_turns=r.max_turns), task_id=task.id
             )
             g = await grade(task, ws, baseline)
             attach(traj, g)
@@ -179,6 +190,7 @@ class TrainJob:
             )
         self.order: list[str] = []
         self.rng = random.Random(cfg.run.seed)
+        self.env_server: Any = None
 
     def task_for_group(self, gid: int) -> str:
         while len(self.order) <= gid:  # a fresh shuffle per pass over the tasks
@@ -219,11 +231,38 @@ class TrainJob:
                 cfg.model.spec, cfg.model.max_batch
             )
             self.sync_targets = [RayEngine(self.engine)]
-        cfg_dict = cfg.model_dump(mode="json")
+        self.env_cfg = self._start_env(cfg)
+        cfg_dict = self.env_cfg.model_dump(mode="json")
         engine = self.engine
         self.workers = start_workers(
             cfg.rollout.workers, cfg.rollout.worker_capacity, lambda: TaskRollout(engine, cfg_dict)
         )
+
+    def _start_env(self, cfg: TrainRunConfig) -> TrainRunConfig:
+        """The config the workers get: ``rollout.env_urls`` as given, or one local env server."""
+        if cfg.rollout.env_urls:
+            env_token(cfg)  # fail here, not in every worker
+            return cfg
+        from cheetah.sandbox.launch import LocalEnvServer
+
+        r = cfg.rollout
+        self.env_server = LocalEnvServer(
+            self.dir / "env", backend=r.sandbox, capacity=r.workers * r.worker_capacity + 8
+        ).start()
+        self.log(f"env server {self.env_server.url} ({r.sandbox}), log {self.env_server.log_path}")
+        rollout = r.model_copy(
+            update={
+                "env_urls": [self.env_server.url],
+                "env_token_file": self.env_server.token_file,
+            }
+        )
+        return cfg.model_copy(update={"rollout": rollout})
+
+    def close(self) -> None:
+        """Stop what ``start`` started here (the env server; Ray stays up for the caller)."""
+        if self.env_server is not None:
+            self.env_server.stop()
+            self.env_server = None
 
     # -- evaluation -----------------------------------------------------------------------
     async def evaluate(self, label: str) -> float:
@@ -248,26 +287,31 @@ class TrainJob:
     async def sft(self) -> None:
         from cheetah.harness.loop import run_agent
         from cheetah.tasks.oracle import OraclePolicy
+        from cheetah.tasks.remote import fleet_factory
         from cheetah.tasks.session import open_task
 
         steps = self.cfg.train.sft_steps
         if steps <= 0:
             return
-        factory = factory_for(self.cfg.rollout.sandbox)
         samples = []
-        for task in self.train_tasks:
-            if not task.reference_patch:
-                continue
-            ws = await open_task(factory, task)
-            try:
-                traj = await run_agent(task.query, OraclePolicy(task), ws)
-            finally:
-                await factory.close(ws)
-            samples.append(
-                sample_from_trajectory(
-                    traj, self.tokenizer, need_logprobs=False, max_len=self.cfg.train.max_seq_len
+        r = self.env_cfg.rollout
+        async with fleet_factory(r.env_urls, env_token(self.env_cfg)) as factory:
+            for task in self.train_tasks:
+                if not task.reference_patch:
+                    continue
+                ws = await open_task(factory, task)
+                try:
+                    traj = await run_agent(task.query, OraclePolicy(task), ws.agent)
+                finally:
+                    await factory.close(ws)
+                samples.append(
+                    sample_from_trajectory(
+                        traj,
+                        self.tokenizer,
+                        need_logprobs=False,
+                        max_len=self.cfg.train.max_seq_len,
+                    )
                 )
-            )
         self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.sft_lr
         if not samples:
             self.log("sft: no training task has a reference patch; skipped")
@@ -422,12 +466,21 @@ class TrainJob:
     async def sft_only(self) -> Path:
         """``cheetah sft``: the warm start alone, saved as a checkpoint."""
         self.start()
-        await self.sft()
+        try:
+            await self.sft()
+        finally:
+            self.close()
         return self.trainer.save_checkpoint(self.dir / "checkpoints" / "sft", {"step": 0})
 
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
         self.start()
+        try:
+            return await self._run()
+        finally:
+            self.close()
+
+    async def _run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         if not self.resume:
             await self.sft()

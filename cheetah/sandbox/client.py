@@ -14,6 +14,9 @@ from cheetah.sandbox.protocol import (
     CreateSessionRequest,
     DiffResponse,
     EnvError,
+    ExecRequest,
+    ExecResponse,
+    FilesResponse,
     GradeRequest,
     GradeResponse,
     Health,
@@ -21,6 +24,7 @@ from cheetah.sandbox.protocol import (
     RunToolsResponse,
     SessionInfo,
     Stats,
+    WriteFilesRequest,
 )
 
 
@@ -42,9 +46,11 @@ class EnvClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _request(self, method: str, path: str, json: dict | None = None) -> httpx.Response:
+    async def _request(
+        self, method: str, path: str, json: dict | None = None, content: bytes | None = None
+    ) -> httpx.Response:
         try:
-            resp = await self._client.request(method, path, json=json)
+            resp = await self._client.request(method, path, json=json, content=content)
         except httpx.TransportError as e:
             raise ServerDown(f"{self.base_url}: {type(e).__name__}: {e}") from None
         if resp.status_code >= 400:
@@ -95,3 +101,29 @@ class EnvClient:
 
     async def close(self, session_id: str) -> None:
         await self._request("DELETE", f"/sessions/{session_id}")
+
+    async def read_files(self, session_id: str) -> FilesResponse:
+        resp = await self._request("GET", f"/sessions/{session_id}/files")
+        return FilesResponse.model_validate(resp.json())
+
+    async def write_files(self, session_id: str, request: WriteFilesRequest) -> None:
+        await self._request("PUT", f"/sessions/{session_id}/files", request.model_dump())
+
+    async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse:
+        resp = await self._request("POST", f"/sessions/{session_id}/exec", request.model_dump())
+        return ExecResponse.model_validate(resp.json())
+
+    async def stop(self, session_id: str) -> None:
+        await self._request("POST", f"/sessions/{session_id}/stop")
+
+    async def has_snapshot(self, sha: str) -> bool:
+        try:
+            await self._request("HEAD", f"/snapshots/{sha}")
+        except EnvError as e:
+            if e.status == 404 and not isinstance(e, ServerDown):
+                return False
+            raise
+        return True
+
+    async def put_snapshot(self, sha: str, data: bytes) -> None:
+        await self._request("PUT", f"/snapshots/{sha}", content=data)

@@ -5,34 +5,51 @@ Each session pairs a backend session (isolated or trusted copy) with its own
 ``ToolContext``, so the todo list and other per-session state live with the files.
 Sessions idle longer than ``idle_timeout_s`` are reaped by ``reap_idle``; at
 ``capacity`` new sessions are refused with status 429 and a retry hint.
+
+Snapshots a client has on its own disk reach a remote server as uploads: a
+tarball is put once under its sha256 (``put_upload``, checked against the hash)
+and sessions name it ``upload:SHA256``; the backend then treats it as any other
+tarball snapshot (extracted once, cached).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from cheetah.harness.protocol import ToolCall, ToolResult
-from cheetah.sandbox.config import SandboxConfig
+from cheetah.sandbox.config import SandboxConfig, default_base_dir
 from cheetah.sandbox.protocol import (
     CheckResult,
     DiffResponse,
     EnvError,
+    ExecRequest,
+    ExecResponse,
+    FilesResponse,
     GradeRequest,
     GradeResponse,
     SessionInfo,
     Stats,
+    WriteFilesRequest,
 )
 from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec
-from cheetah.sandbox.workspace import PathError, resolve_path
+from cheetah.sandbox.workspace import PathError, TreeTooLarge, read_tree, resolve_path
 from cheetah.tools import default_tools
 from cheetah.tools.base import Limits, ToolContext
 from cheetah.tools.batch import run_batch
-from cheetah.tools.files import write_text
+from cheetah.tools.files import write_bytes, write_text
+
+MAX_TREE_BYTES = 256 << 20  # what read_files returns at most
+MAX_UPLOAD_BYTES = 1 << 30  # largest snapshot tarball accepted
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 Backend = Literal["isolated", "local"]
 
@@ -69,6 +86,7 @@ class LocalEnv:
         self.capacity, self.idle_timeout_s = capacity, idle_timeout_s
         self.limits = limits or Limits()
         self.tools = default_tools()
+        self.uploads = (config.base_dir if config else default_base_dir()) / "uploads"
         self.sessions: dict[str, _Session] = {}
         self.started = time.monotonic()
         self._pending = 0
@@ -95,7 +113,7 @@ class LocalEnv:
         if session_id is not None and session_id in self.sessions:
             raise EnvError(f"session {session_id!r} already exists", 409)
         try:
-            spec = SnapshotSpec.parse(snapshot)
+            spec = SnapshotSpec.parse(self._resolve_upload(snapshot))
         except (SnapshotError, ValueError) as e:
             raise EnvError(str(e), 400) from None
         self._pending += 1
@@ -106,6 +124,38 @@ class LocalEnv:
         finally:
             self._pending -= 1
         return self._register(bs, snapshot)
+
+    # -- snapshot uploads ---------------------------------------------------------------
+    def _upload_path(self, sha: str) -> Path:
+        if not _SHA256.match(sha):
+            raise EnvError(f"snapshot id {sha!r} is not a lowercase hex sha256", 400)
+        return self.uploads / f"{sha}.tar"
+
+    def _resolve_upload(self, snapshot: str) -> str:
+        kind, sep, sha = snapshot.partition(":")
+        if not (sep and kind == "upload"):
+            return snapshot
+        path = self._upload_path(sha)
+        if not path.is_file():
+            raise EnvError(f"snapshot upload:{sha} was never uploaded here (PUT it first)", 404)
+        return f"tar:{path}"
+
+    def has_upload(self, sha: str) -> bool:
+        return self._upload_path(sha).is_file()
+
+    def put_upload(self, sha: str, data: bytes) -> None:
+        """Keep a snapshot tarball under its sha256 (refused when the bytes do not match)."""
+        path = self._upload_path(sha)
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise EnvError(f"snapshot of {len(data)} bytes is over {MAX_UPLOAD_BYTES}", 413)
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise EnvError("snapshot bytes do not match their sha256", 400)
+        if path.is_file():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{sha}.{os.getpid()}.{id(data)}.part")
+        tmp.write_bytes(data)
+        tmp.replace(path)
 
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
@@ -165,6 +215,59 @@ class LocalEnv:
                     )
                 )
         return GradeResponse(passed=all(c.passed for c in checks), checks=checks)
+
+    async def read_files(self, session_id: str) -> FilesResponse:
+        s = self._get(session_id)
+        async with s.lock:
+            try:
+                tree = await asyncio.to_thread(read_tree, s.backend_session.root, MAX_TREE_BYTES)
+            except TreeTooLarge as e:
+                raise EnvError(str(e), 413) from None
+        return FilesResponse.of(tree)
+
+    async def write_files(self, session_id: str, request: WriteFilesRequest) -> None:
+        """Write or delete files (all paths are checked before anything is written)."""
+        s = self._get(session_id)
+        root = s.backend_session.root
+        changes = request.changes()
+        targets = {}
+        for rel in changes:
+            try:
+                targets[rel] = resolve_path(root, rel)
+            except PathError as e:
+                raise EnvError(f"file {rel!r}: {e}", 400) from None
+            if targets[rel] == root.resolve() or targets[rel].is_dir():
+                raise EnvError(f"file {rel!r} is a directory", 400)
+
+        def apply() -> None:
+            for rel, data in changes.items():
+                if data is None:
+                    targets[rel].unlink(missing_ok=True)
+                else:
+                    write_bytes(targets[rel], data)
+
+        async with s.lock:
+            await asyncio.to_thread(apply)
+
+    async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse:
+        s = self._get(session_id)
+        async with s.lock:
+            try:
+                r = await s.backend_session.exec(
+                    request.command,
+                    timeout_s=request.timeout_s,
+                    cwd=request.cwd,
+                    output_limit=request.output_limit,
+                )
+            except PathError as e:
+                raise EnvError(f"cwd {request.cwd!r}: {e}", 400) from None
+        s.last_used = time.monotonic()
+        return ExecResponse(**dataclasses.asdict(r))
+
+    async def stop(self, session_id: str) -> None:
+        """Kill every process of the session (what the agent left running)."""
+        s = self._get(session_id)
+        await asyncio.to_thread(s.backend_session.kill_processes)
 
     async def close(self, session_id: str) -> None:
         s = self.sessions.pop(session_id, None)

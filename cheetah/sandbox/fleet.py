@@ -4,10 +4,15 @@
   (sessions / capacity, counted here and refreshed from ``/stats``).
 - Backpressure: when every server answers 429, creation waits with backoff (up to
   ``max_wait_s``) instead of failing, so callers slow down rather than error.
-- Failover: the fleet keeps each session's snapshot and its log of tool-call
-  batches (a reset clears the log). When a server stops answering, the session is
+- Failover: the fleet keeps each session's snapshot and its log of what changed
+  the session: tool-call batches, commands run through ``exec`` and file writes
+  (a reset clears the log). When a server stops answering, the session is
   re-created on another server from its snapshot, the log is replayed in order,
   and the interrupted operation is retried. The rollout goes on; nothing is lost.
+- Uploads: ``add_snapshot`` takes a tarball made on this machine and names it
+  ``upload:SHA256``; before a session with that snapshot is placed on a server
+  (first placement or failover), the fleet puts the tarball there if the server
+  does not have it yet.
 - Retries: an answer of 429/502/503/504 on a session's server is retried with
   backoff (``retries`` times) before it is passed on.
 - Health: ``check_health`` (also run every ``health_interval_s`` once ``start``ed)
@@ -22,19 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from cheetah.harness.protocol import ToolCall, ToolResult
 from cheetah.sandbox.client import EnvClient, ServerDown
 from cheetah.sandbox.protocol import (
     DiffResponse,
     EnvError,
+    ExecRequest,
+    ExecResponse,
+    FilesResponse,
     GradeRequest,
     GradeResponse,
     SessionInfo,
     Stats,
+    WriteFilesRequest,
 )
 
 TRANSIENT = frozenset({429, 502, 503, 504})
@@ -53,13 +64,26 @@ class _Server:
         return self.sessions / max(self.capacity, 1)
 
 
+LogEntry = tuple[Literal["tools", "exec", "write"], Any]
+
+
+async def _replay(client: EnvClient, remote_id: str, entry: LogEntry) -> None:
+    kind, payload = entry
+    if kind == "tools":
+        await client.run_tools(remote_id, payload)
+    elif kind == "exec":
+        await client.exec(remote_id, payload)
+    else:
+        await client.write_files(remote_id, payload)
+
+
 @dataclass
 class _FleetSession:
     id: str
     snapshot: str
     server: _Server
     remote_id: str
-    log: list[list[ToolCall]] = field(default_factory=list)
+    log: list[LogEntry] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     failovers: int = 0
 
@@ -83,6 +107,8 @@ class EnvFleet:
         self.health_interval_s = health_interval_s
         self.retries = retries
         self.sessions: dict[str, _FleetSession] = {}
+        self.uploads: dict[str, bytes] = {}
+        self._uploaded: set[tuple[str, str]] = set()
         self.failovers = 0
         self._ids = itertools.count(1)
         self._health_task: asyncio.Task | None = None
@@ -123,6 +149,20 @@ class EnvFleet:
         candidates = [s for s in self.servers if s.healthy and s.url not in exclude]
         return min(candidates, key=lambda s: s.load, default=None)
 
+    def add_snapshot(self, tarball: bytes) -> str:
+        """Register a snapshot tarball; sessions name it by the string returned."""
+        sha = hashlib.sha256(tarball).hexdigest()
+        self.uploads[sha] = tarball
+        return f"upload:{sha}"
+
+    async def _ensure_snapshot(self, server: _Server, snapshot: str) -> None:
+        kind, _, sha = snapshot.partition(":")
+        if kind != "upload" or sha not in self.uploads or (server.url, sha) in self._uploaded:
+            return
+        if not await server.client.has_snapshot(sha):
+            await server.client.put_snapshot(sha, self.uploads[sha])
+        self._uploaded.add((server.url, sha))
+
     async def _place(
         self, snapshot: str, avoid: set[str] | None = None, refresh: bool = False
     ) -> tuple[_Server, SessionInfo]:
@@ -133,6 +173,7 @@ class EnvFleet:
             full: set[str] = set(avoid or ())
             while (server := self._pick(full)) is not None:
                 try:
+                    await self._ensure_snapshot(server, snapshot)
                     info = await server.client.create_session(snapshot, refresh=refresh)
                     server.sessions += 1
                     return server, info
@@ -173,8 +214,8 @@ class EnvFleet:
         s.server.sessions = max(0, s.server.sessions - 1)
         server, info = await self._place(s.snapshot, avoid={s.server.url})
         s.server, s.remote_id = server, info.session_id
-        for batch in s.log:
-            await server.client.run_tools(s.remote_id, batch)
+        for entry in s.log:
+            await _replay(server.client, s.remote_id, entry)
         s.failovers += 1
         self.failovers += 1
 
@@ -200,7 +241,7 @@ class EnvFleet:
         s = self._get(session_id)
         async with s.lock:
             results = await self._on_server(s, lambda c, rid: c.run_tools(rid, calls))
-            s.log.append(list(calls))
+            s.log.append(("tools", list(calls)))
             return results
 
     async def diff(self, session_id: str) -> DiffResponse:
@@ -221,7 +262,7 @@ class EnvFleet:
         sid = f"fleet-{next(self._ids)}-{info.session_id}"
         s.server.sessions += 1
         self.sessions[sid] = _FleetSession(
-            sid, s.snapshot, s.server, info.session_id, log=[list(b) for b in s.log]
+            sid, s.snapshot, s.server, info.session_id, log=list(s.log)
         )
         return SessionInfo(session_id=sid, snapshot=s.snapshot, isolation=info.isolation)
 
@@ -229,6 +270,29 @@ class EnvFleet:
         s = self._get(session_id)
         async with s.lock:
             return await self._on_server(s, lambda c, rid: c.grade(rid, request))
+
+    async def read_files(self, session_id: str) -> FilesResponse:
+        s = self._get(session_id)
+        async with s.lock:
+            return await self._on_server(s, lambda c, rid: c.read_files(rid))
+
+    async def write_files(self, session_id: str, request: WriteFilesRequest) -> None:
+        s = self._get(session_id)
+        async with s.lock:
+            await self._on_server(s, lambda c, rid: c.write_files(rid, request))
+            s.log.append(("write", request))
+
+    async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse:
+        s = self._get(session_id)
+        async with s.lock:
+            result = await self._on_server(s, lambda c, rid: c.exec(rid, request))
+            s.log.append(("exec", request))
+            return result
+
+    async def stop(self, session_id: str) -> None:
+        s = self._get(session_id)
+        async with s.lock:
+            await self._on_server(s, lambda c, rid: c.stop(rid))
 
     async def close(self, session_id: str) -> None:
         s = self.sessions.pop(session_id, None)

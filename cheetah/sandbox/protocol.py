@@ -3,10 +3,16 @@
 Imported by both ends: ``LocalEnv`` (in process), ``EnvServer`` (FastAPI) and
 ``EnvClient`` / ``EnvFleet`` (HTTP). A session is a workspace made from a snapshot
 that keeps its state (files, todo list) across batches of tool calls.
+
+Besides the agent's tool calls, a session answers what task code needs around a
+rollout: ``exec`` (a setup command, a check), ``read_files``/``write_files`` (the
+grader's baseline, its hidden tests) and ``stop`` (kill what the agent left running
+before grading). Paths always stay inside the session root.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -15,7 +21,10 @@ from cheetah.harness.protocol import ToolCall, ToolResult
 
 
 class CreateSessionRequest(BaseModel):
-    snapshot: str = Field(description="dir:PATH, tar:PATH, git:PATH@COMMIT, or a bare path")
+    snapshot: str = Field(
+        description="dir:PATH, tar:PATH, git:PATH@COMMIT, a bare path (all on the server), "
+        "or upload:SHA256 (a tarball put at /snapshots/SHA256)"
+    )
     session_id: str | None = None
     refresh: bool = Field(False, description="re-read a directory snapshot even if cached")
 
@@ -108,6 +117,56 @@ class GradeResponse(BaseModel):
     checks: list[CheckResult]
 
 
+class FilesResponse(BaseModel):
+    """Every non-junk regular file of a session, base64-encoded (what a grader reads)."""
+
+    files: dict[str, str]
+    total_bytes: int
+
+    def tree(self) -> dict[str, bytes]:
+        return {k: base64.b64decode(v) for k, v in self.files.items()}
+
+    @classmethod
+    def of(cls, tree: dict[str, bytes]) -> FilesResponse:
+        files = {k: base64.b64encode(v).decode("ascii") for k, v in tree.items()}
+        return cls(files=files, total_bytes=sum(len(v) for v in tree.values()))
+
+
+class WriteFilesRequest(BaseModel):
+    """Files to write (base64) or delete (``null``), by path relative to the session root."""
+
+    files: dict[str, str | None]
+
+    def changes(self) -> dict[str, bytes | None]:
+        return {k: None if v is None else base64.b64decode(v) for k, v in self.files.items()}
+
+    @classmethod
+    def of(cls, changes: dict[str, bytes | None]) -> WriteFilesRequest:
+        return cls(
+            files={
+                k: None if v is None else base64.b64encode(v).decode("ascii")
+                for k, v in changes.items()
+            }
+        )
+
+
+class ExecRequest(BaseModel):
+    """One command in the session's sandbox (a task's setup, a grader's check)."""
+
+    command: str
+    timeout_s: float = Field(120.0, gt=0, le=3600)
+    cwd: str = "."
+    output_limit: int = Field(16_000, ge=1, le=2_000_000)
+
+
+class ExecResponse(BaseModel):
+    exit_code: int | None
+    output: str
+    timed_out: bool
+    wall_s: float
+    omitted_bytes: int = 0
+
+
 class Stats(BaseModel):
     sessions: int
     capacity: int
@@ -147,6 +206,14 @@ class Environment(Protocol):
     async def fork(self, session_id: str) -> SessionInfo: ...
 
     async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse: ...
+
+    async def read_files(self, session_id: str) -> FilesResponse: ...
+
+    async def write_files(self, session_id: str, request: WriteFilesRequest) -> None: ...
+
+    async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse: ...
+
+    async def stop(self, session_id: str) -> None: ...
 
     async def close(self, session_id: str) -> None: ...
 

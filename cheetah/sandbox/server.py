@@ -1,5 +1,9 @@
 """`cheetah env serve`: a `LocalEnv` over HTTP (FastAPI + uvicorn), bearer token on all but /health.
 
+Routes: ``/health``; ``/stats``; ``/sessions`` (create) and, per session,
+``tools``, ``diff``, ``reset``, ``fork``, ``grade``, ``files`` (GET/PUT), ``exec``,
+``stop`` and DELETE; ``/snapshots/{sha256}`` (HEAD/PUT a tarball).
+
 Idle sessions are reaped in the background; at capacity, creating a session answers
 429 with ``Retry-After``. Errors answer with ``{"detail": "..."}`` and the status
 ``EnvError`` carries. On shutdown every session is closed (processes killed,
@@ -14,15 +18,18 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cheetah.sandbox.config import SandboxConfig
-from cheetah.sandbox.env import LocalEnv
+from cheetah.sandbox.env import MAX_UPLOAD_BYTES, LocalEnv
 from cheetah.sandbox.protocol import (
     CreateSessionRequest,
     DiffResponse,
     EnvError,
+    ExecRequest,
+    ExecResponse,
+    FilesResponse,
     GradeRequest,
     GradeResponse,
     Health,
@@ -31,6 +38,7 @@ from cheetah.sandbox.protocol import (
     RunToolsResponse,
     SessionInfo,
     Stats,
+    WriteFilesRequest,
 )
 
 
@@ -108,6 +116,34 @@ def create_app(env: LocalEnv, token: str, reap_interval_s: float = 30.0) -> Fast
     @app.post("/sessions/{sid}/grade", dependencies=guarded)
     async def grade(sid: str, req: GradeRequest) -> GradeResponse:
         return await env.grade(sid, req)
+
+    @app.get("/sessions/{sid}/files", dependencies=guarded)
+    async def read_files(sid: str) -> FilesResponse:
+        return await env.read_files(sid)
+
+    @app.put("/sessions/{sid}/files", dependencies=guarded, status_code=204)
+    async def write_files(sid: str, req: WriteFilesRequest) -> None:
+        await env.write_files(sid, req)
+
+    @app.post("/sessions/{sid}/exec", dependencies=guarded)
+    async def exec_(sid: str, req: ExecRequest) -> ExecResponse:
+        return await env.exec(sid, req)
+
+    @app.post("/sessions/{sid}/stop", dependencies=guarded, status_code=204)
+    async def stop(sid: str) -> None:
+        await env.stop(sid)
+
+    @app.head("/snapshots/{sha}", dependencies=guarded)
+    async def has_snapshot(sha: str) -> Response:
+        return Response(status_code=200 if env.has_upload(sha) else 404)
+
+    @app.put("/snapshots/{sha}", dependencies=guarded, status_code=201)
+    async def put_snapshot(sha: str, request: Request) -> None:
+        size = int(request.headers.get("content-length") or 0)
+        if size > MAX_UPLOAD_BYTES:
+            raise EnvError(f"snapshot of {size} bytes is over {MAX_UPLOAD_BYTES}", 413)
+        data = await request.body()
+        await asyncio.to_thread(env.put_upload, sha, data)
 
     @app.delete("/sessions/{sid}", dependencies=guarded, status_code=204)
     async def close(sid: str) -> None:

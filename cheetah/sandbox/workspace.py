@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,47 @@ def relative_name(root: Path, host_path: Path) -> str:
     """The workspace-relative name of a host path under ``root`` ('.' for the root)."""
     rel = host_path.relative_to(root.resolve())
     return rel.as_posix() or "."
+
+
+JUNK_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"})
+JUNK_SUFFIXES = (".pyc", ".pyo")
+
+
+class TreeTooLarge(ValueError):
+    """A workspace holds more file bytes than a reader agreed to take."""
+
+
+def is_junk(rel: Path) -> bool:
+    """Caches and bytecode, never part of a diff or a scope check."""
+    return bool(JUNK_PARTS.intersection(rel.parts)) or rel.name.endswith(JUNK_SUFFIXES)
+
+
+def read_tree(root: str | Path, max_bytes: int | None = None) -> dict[str, bytes]:
+    """Every non-junk regular file under ``root``: relative posix path -> bytes.
+
+    Walks without following symlinks and skips anything that is not a regular file
+    (links, FIFOs, devices), so a hostile workspace cannot make the reader leave it
+    or block. ``max_bytes`` bounds the total (``TreeTooLarge`` beyond it).
+    """
+    root = Path(root)
+    out: dict[str, bytes] = {}
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if d not in JUNK_PARTS]
+        for name in filenames:
+            path = base / name
+            rel = path.relative_to(root)
+            if is_junk(rel) or not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                data = fh.read() if max_bytes is None else fh.read(max_bytes - total + 1)
+            total += len(data)
+            if max_bytes is not None and total > max_bytes:
+                raise TreeTooLarge(f"the workspace holds more than {max_bytes} bytes of files")
+            out[rel.as_posix()] = data
+    return dict(sorted(out.items()))
 
 
 class HeadTail:

@@ -2,8 +2,9 @@
 
 ``cheetah/cli.py`` calls ``add_tasks_command(sub)`` and ``add_eval_command(sub)``.
 Parsing and printing only; the work lives in the modules of this package.
-``tasks validate|generate`` use ``LocalSessionFactory`` (UNSANDBOXED, trusted tasks only);
-``eval`` uses isolated sessions unless ``--sandbox local``.
+``tasks generate`` uses local temp copies (UNSANDBOXED, trusted repos only).
+``eval`` runs through the env fleet by default (the servers of ``--env-url``, or one
+isolated server it starts); ``tasks validate`` uses local copies unless told otherwise.
 """
 
 from __future__ import annotations
@@ -52,11 +53,35 @@ def _load(path: Path, args: argparse.Namespace, verb: str):
     )
 
 
+def _sessions(args: argparse.Namespace):
+    """An async context giving the ``SessionFactory`` that ``--sandbox``/``--env-url`` ask for."""
+    import contextlib
+
+    from cheetah.tasks.remote import fleet_factory
+    from cheetah.tasks.sandboxed import factory_for
+
+    if args.env_url or args.sandbox == "fleet":
+        token = None
+        if args.env_url:
+            if not args.env_token_file:
+                raise SystemExit("--env-url needs --env-token-file (the servers' bearer token)")
+            from cheetah.sandbox.server import read_token
+
+            token = read_token(args.env_token_file)
+        return fleet_factory(args.env_url or [], token, backend="isolated")
+    return contextlib.nullcontext(factory_for(args.sandbox))
+
+
+async def _with_sessions(args: argparse.Namespace, job):
+    """Run ``job(factory)`` inside the session context of ``args``."""
+    async with _sessions(args) as factory:
+        return await job(factory)
+
+
 def _validate(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.tasks.grader import GraderConfig
-    from cheetah.tasks.session import LocalSessionFactory
     from cheetah.tasks.validate import validate_tasks
 
     tasks = _load(args.file, args, "tasks validate")
@@ -75,8 +100,11 @@ def _validate(args: argparse.Namespace) -> int:
     config = GraderConfig(check_timeout_s=args.check_timeout)
     with progress:
         results = asyncio.run(
-            validate_tasks(
-                tasks, LocalSessionFactory(), config, concurrency=args.concurrency, on_done=done
+            _with_sessions(
+                args,
+                lambda factory: validate_tasks(
+                    tasks, factory, config, concurrency=args.concurrency, on_done=done
+                ),
             )
         )
     bad = [v for v in results if not v.ok]
@@ -133,7 +161,6 @@ def _eval(args: argparse.Namespace) -> int:
     from cheetah.tasks.grader import GraderConfig
     from cheetah.tasks.oracle import OraclePolicy
     from cheetah.tasks.report import write_report
-    from cheetah.tasks.sandboxed import factory_for
 
     tasks = _load(args.tasks, args, "eval")
     if tasks is None:
@@ -182,14 +209,17 @@ def _eval(args: argparse.Namespace) -> int:
 
     with progress:
         report = asyncio.run(
-            run_eval(
-                tasks,
-                make_policy,
-                factory_for(args.sandbox),
-                config,
-                model=args.model,
-                out_dir=args.out,
-                on_sample=done,
+            _with_sessions(
+                args,
+                lambda factory: run_eval(
+                    tasks,
+                    make_policy,
+                    factory,
+                    config,
+                    model=args.model,
+                    out_dir=args.out,
+                    on_sample=done,
+                ),
             )
         )
     report.tasks_file = str(args.tasks)
@@ -207,6 +237,25 @@ def _eval(args: argparse.Namespace) -> int:
         else:
             print(f"{kind}: {path}")
     return 0
+
+
+def _session_options(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--sandbox",
+        choices=["fleet", "isolated", "local"],
+        default=default,
+        help="where agents and checks run: 'fleet' = sessions on env servers through the "
+        "fleet client (the --env-url servers, or one isolated server started for this run), "
+        "'isolated' = isolated sessions in this process, 'local' = temp copies run "
+        f"UNSANDBOXED (trusted tasks and models only). Default: {default}",
+    )
+    p.add_argument(
+        "--env-url",
+        action="append",
+        metavar="URL",
+        help="an env server (cheetah env serve) to run on; repeat for a fleet (implies fleet)",
+    )
+    p.add_argument("--env-token-file", help="file holding the env servers' bearer token")
 
 
 def _task_filters(p: argparse.ArgumentParser) -> None:
@@ -227,11 +276,13 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         description="For each task in FILE (JSONL, cheetah or SWE-bench records): its "
         "fail-to-pass checks must fail and pass-to-pass checks pass on the snapshot, and all "
         "must pass with the reference patch applied. Exit status 1 if any task is invalid. "
-        + SESSIONS_HELP,
+        + SESSIONS_HELP.rstrip(".")
+        + " (the default; --sandbox isolated or fleet for untrusted ones).",
     )
     v.add_argument("file", type=Path, help="task file (JSONL)")
     v.add_argument("--concurrency", type=int, default=2, help="tasks validated at once")
     v.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
+    _session_options(v, "local")
     _task_filters(v)
     v.set_defaults(func=_validate)
 
@@ -273,8 +324,9 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
         description="Run the agent K times on each task, grade each run with the hidden checks "
         "and write report.json, report.md and report.png (pass@1, pass@k, conventions, tool "
         "calls, parallelism, exploration before the first edit, edits, tokens, wall time) "
-        "plus every trajectory under DIR/trajectories. Agents and checks run in isolated "
-        "sessions unless --sandbox local.",
+        "plus every trajectory under DIR/trajectories. Agents, setup commands and checks run "
+        "in sessions on env servers through the fleet client (failover when a server dies); "
+        "with no --env-url, one isolated server is started for the run.",
     )
     e.add_argument("--tasks", type=Path, required=True, help="task file (JSONL)")
     e.add_argument(
@@ -293,13 +345,7 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
     e.add_argument("--max-tokens", type=int, default=32_000, help="completion tokens per sample")
     e.add_argument("--max-wall-s", type=float, default=600.0, help="agent wall time per sample")
     e.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
-    e.add_argument(
-        "--sandbox",
-        choices=["isolated", "local"],
-        default="isolated",
-        help="where agents and checks run: isolated sessions (bubblewrap, the default) or "
-        "'local' temp copies run UNSANDBOXED (trusted tasks and models only)",
-    )
+    _session_options(e, "fleet")
     _task_filters(e)
     e.set_defaults(func=_eval)
     return e

@@ -7,8 +7,11 @@ trajectory (with its grade) is saved, the workspace is closed. Samples run
 setup, a policy that cannot be built) becomes that sample's ``error`` and the run
 goes on; errored samples count as incorrect in pass@k and are listed in the report.
 
-Deliberately left out: retrying errored samples, resuming an interrupted run, and
-the sandbox (pass a sandboxed ``SessionFactory``; the local one trusts the task).
+Where samples run is the factory's business: local copies (trusted tasks only),
+in-process isolated sessions, or sessions on env servers through an ``EnvFleet``
+(``cheetah.tasks.remote``).
+
+Deliberately left out: retrying errored samples, resuming an interrupted run.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ async def run_sample(
     try:
         baseline = await capture_baseline(ws)
         policy = policy_factory(task)
-        traj = await run_agent(task.query, policy, ws, config.limits(), task_id=task.id)
+        traj = await run_agent(task.query, policy, ws.agent, config.limits(), task_id=task.id)
         g = await grade(task, ws, baseline, config.grader)
         attach(traj, g)
         res.correct, res.reward, res.conventions = g.correct, g.reward, g.conventions

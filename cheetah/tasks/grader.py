@@ -1,11 +1,16 @@
 """Grade a workspace after the agent stops: hidden checks, conventions, one reward.
 
-Order matters: first the agent's changes are measured against the baseline (the
-files as the agent got them): touched files, out-of-scope files, new ruff problems
-in touched Python files. Only then are the hidden files written in and the test
-patch applied (overwriting whatever the agent put at those paths, so an agent can
-not pre-empt a hidden test), and the checks run through ``workspace.exec`` with
-timeouts. Correctness is all checks passing.
+Order matters: first every process the agent left running is killed, and the
+agent's changes are measured against the baseline (the files as the agent got
+them): touched files, out-of-scope files, new ruff problems in touched Python
+files. Only then are the hidden files written in and the test patch applied
+(overwriting whatever the agent put at those paths, so an agent can not pre-empt a
+hidden test), and the checks run through ``workspace.exec`` with timeouts.
+Correctness is all checks passing.
+
+The grader sees the workspace only as a ``TaskWorkspace`` (file trees in and out,
+commands), so it grades a local copy, an in-process isolated session and a session
+on a remote env server alike.
 
 The reward is ``correctness_weight * correct + conventions_weight * conventions``,
 the conventions term counted only for a correct result by default (otherwise doing
@@ -13,8 +18,9 @@ nothing would earn it). Everything that went into it is in the returned ``Grade`
 
 Test-id checks run as one pytest call over the files that hold them (``-rA`` gives
 each test's outcome); an id pytest did not report counts as failed ("missing").
-Ruff runs on the host on file contents (it only reads them), so lint does not
-depend on what a sandbox image ships.
+Ruff runs on this host on file contents (it only reads them; the repo's root ruff
+settings are copied beside them), so lint does not depend on what a sandbox image
+ships.
 
 Deliberately left out: partial credit for some checks passing, flaky-test reruns,
 style checks beyond ruff.
@@ -27,6 +33,7 @@ import fnmatch
 import json
 import re
 import shlex
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,9 +43,10 @@ from pydantic import BaseModel, Field
 from ruff.__main__ import find_ruff_bin
 
 from cheetah.harness.trajectory import Trajectory
-from cheetah.sandbox.workspace import Workspace
-from cheetah.tasks.patch import PatchError, apply_patch, changed_files, diff_trees, read_tree
+from cheetah.sandbox.workspace import PathError
+from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree
 from cheetah.tasks.schema import Check, Task
+from cheetah.tasks.session import TaskWorkspace
 
 Outcome = Literal["passed", "failed", "error", "missing", "timeout"]
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$")
@@ -102,9 +110,9 @@ class Grade(BaseModel):
 Baseline = dict[str, bytes]
 
 
-async def capture_baseline(workspace: Workspace) -> Baseline:
+async def capture_baseline(workspace: TaskWorkspace) -> Baseline:
     """The workspace's files as the agent gets them (call it before the agent runs)."""
-    return await asyncio.to_thread(read_tree, workspace.root)
+    return await workspace.read_tree()
 
 
 def _section(output: str, test_id: str) -> str:
@@ -137,16 +145,17 @@ def parse_pytest_outcomes(output: str) -> dict[str, str]:
 
 
 async def run_test_checks(
-    workspace: Workspace,
+    workspace: TaskWorkspace,
     checks: list[tuple[str, Check]],
     config: GraderConfig,
+    files_present: set[str],
     command: str | None = None,
 ) -> list[CheckResult]:
     """All test-id checks in one pytest call over their files (``command`` + the files)."""
     if not checks:
         return []
     files = sorted({c.test_file for _, c in checks if c.test_file})
-    present = [f for f in files if (workspace.root / f).exists()]
+    present = [f for f in files if f in files_present]
     timeout = max(c.timeout_s or config.check_timeout_s for _, c in checks)
     output, timed_out, wall = "", False, 0.0
     if present:
@@ -188,7 +197,7 @@ async def run_test_checks(
 
 
 async def run_command_check(
-    workspace: Workspace, kind: str, check: Check, config: GraderConfig
+    workspace: TaskWorkspace, kind: str, check: Check, config: GraderConfig
 ) -> CheckResult:
     assert check.command is not None
     timeout = check.timeout_s or config.check_timeout_s
@@ -209,13 +218,21 @@ async def run_command_check(
     )
 
 
-async def run_checks(workspace: Workspace, task: Task, config: GraderConfig) -> list[CheckResult]:
-    """Every check of the task, in task order (fail-to-pass first)."""
+async def run_checks(
+    workspace: TaskWorkspace, task: Task, config: GraderConfig, files_present: set[str]
+) -> list[CheckResult]:
+    """Every check of the task, in task order (fail-to-pass first).
+
+    ``files_present``: the workspace's file paths (test-id checks whose file is
+    missing fail as "missing" without running pytest on it).
+    """
     tagged = [("fail_to_pass", c) for c in task.fail_to_pass] + [
         ("pass_to_pass", c) for c in task.pass_to_pass
     ]
     tests = [(k, c) for k, c in tagged if c.test is not None]
-    test_results = iter(await run_test_checks(workspace, tests, config, task.test_command))
+    test_results = iter(
+        await run_test_checks(workspace, tests, config, files_present, task.test_command)
+    )
     results = []
     for kind, check in tagged:
         if check.test is not None:
@@ -225,18 +242,17 @@ async def run_checks(workspace: Workspace, task: Task, config: GraderConfig) -> 
     return results
 
 
-def has_ruff_config(root: Path) -> bool:
-    """Whether the repo declares ruff settings (ruff.toml, .ruff.toml, [tool.ruff])."""
-    if (root / "ruff.toml").is_file() or (root / ".ruff.toml").is_file():
+RUFF_CONFIGS = ("ruff.toml", ".ruff.toml", "pyproject.toml")
+
+
+def has_ruff_config(tree: dict[str, bytes]) -> bool:
+    """Whether the repo declares ruff settings at its root (ruff.toml, .ruff.toml, [tool.ruff])."""
+    if "ruff.toml" in tree or ".ruff.toml" in tree:
         return True
-    pyproject = root / "pyproject.toml"
-    try:
-        return "[tool.ruff" in pyproject.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
+    return b"[tool.ruff" in tree.get("pyproject.toml", b"")
 
 
-async def _ruff(root: Path, rel: str, content: bytes, select: list[str]) -> list[str]:
+async def _ruff(cwd: Path, rel: str, content: bytes, select: list[str]) -> list[str]:
     """Ruff problems in one file's content, as ``path: CODE message`` (no line numbers)."""
     proc = await asyncio.create_subprocess_exec(
         find_ruff_bin(),
@@ -248,7 +264,7 @@ async def _ruff(root: Path, rel: str, content: bytes, select: list[str]) -> list
         "--stdin-filename",
         rel,
         "-",
-        cwd=root,
+        cwd=cwd,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -262,25 +278,35 @@ async def _ruff(root: Path, rel: str, content: bytes, select: list[str]) -> list
 
 
 async def new_lint_problems(
-    root: Path, baseline: Baseline, touched: list[str], default_select: str = "E4,E7,E9,F"
+    tree: dict[str, bytes],
+    baseline: Baseline,
+    touched: list[str],
+    default_select: str = "E4,E7,E9,F",
 ) -> list[str]:
     """Ruff problems in touched .py files that the baseline versions did not have.
 
     Problems are compared as a multiset of ``path: CODE message`` (lines shift when code
     is edited), so moving code keeps its count but restoring deleted code that had
-    problems counts them as new.
+    problems counts them as new. Ruff reads the repo's root settings (copied into a
+    scratch directory with nothing else).
     """
-    select = [] if has_ruff_config(root) else ["--select", default_select]
+    select = [] if has_ruff_config(tree) else ["--select", default_select]
     new: list[str] = []
-    for rel in touched:
-        path = root / rel
-        if not rel.endswith(".py") or not path.is_file():
-            continue
-        after = Counter(await _ruff(root, rel, path.read_bytes(), select))
-        before = (
-            Counter(await _ruff(root, rel, baseline[rel], select)) if rel in baseline else Counter()
-        )
-        new.extend((after - before).elements())
+    with tempfile.TemporaryDirectory(prefix="cheetah-lint-") as tmp:
+        cwd = Path(tmp)
+        for name in RUFF_CONFIGS:
+            if name in tree:
+                (cwd / name).write_bytes(tree[name])
+        for rel in touched:
+            if not rel.endswith(".py") or rel not in tree:
+                continue
+            after = Counter(await _ruff(cwd, rel, tree[rel], select))
+            before = (
+                Counter(await _ruff(cwd, rel, baseline[rel], select))
+                if rel in baseline
+                else Counter()
+            )
+            new.extend((after - before).elements())
     return new
 
 
@@ -294,40 +320,54 @@ def combine(correct: bool, conventions: float, config: GraderConfig) -> float:
     return config.correctness_weight * float(correct) + config.conventions_weight * conv
 
 
-async def install_hidden(workspace: Workspace, task: Task) -> None:
-    """Write the hidden files and apply the test patch (only ever called at grading)."""
-    root = workspace.root
+async def install_hidden(
+    workspace: TaskWorkspace, task: Task, tree: dict[str, bytes]
+) -> dict[str, bytes]:
+    """Write the hidden files and apply the test patch (only ever called at grading).
+
+    ``tree`` is the workspace's current files; returns them as they are afterwards.
+    """
+    after = dict(tree)
+    changes: dict[str, bytes | None] = {}
     for rel, content in task.hidden_files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        changes[rel] = after[rel] = content.encode("utf-8")
     if task.test_patch:
-        await asyncio.to_thread(apply_patch, root, task.test_patch)
+        for rel, text in patch_tree(after, task.test_patch).items():
+            data = None if text is None else text.encode("utf-8")
+            changes[rel] = data
+            if data is None:
+                after.pop(rel, None)
+            else:
+                after[rel] = data
+    if changes:
+        await workspace.write_files(changes)
+    return after
 
 
 async def grade(
-    task: Task, workspace: Workspace, baseline: Baseline, config: GraderConfig | None = None
+    task: Task, workspace: TaskWorkspace, baseline: Baseline, config: GraderConfig | None = None
 ) -> Grade:
     """Grade the workspace as the agent left it. Never raises for problems of the task itself."""
     config = config or GraderConfig()
     t0 = time.monotonic()
-    current = await asyncio.to_thread(read_tree, workspace.root)
+    await workspace.stop()
+    current = await workspace.read_tree()
     touched = changed_files(baseline, current)
     errors: list[str] = []
     out_of_scope = [p for p in touched if not in_scope(p, task.scope)]
     new_lint = (
-        await new_lint_problems(workspace.root, baseline, touched, config.default_lint_select)
+        await new_lint_problems(current, baseline, touched, config.default_lint_select)
         if config.lint
         else []
     )
     diff = diff_trees(baseline, current)
     checks: list[CheckResult] = []
     try:
-        await install_hidden(workspace, task)
-    except (PatchError, OSError) as e:
+        after = await install_hidden(workspace, task, current)
+    except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
         errors.append(f"hidden tests could not be installed: {e}")
     else:
-        checks = await run_checks(workspace, task, config)
+        checks = await run_checks(workspace, task, config, set(after))
     correct = not errors and bool(checks) and all(c.passed for c in checks)
     conventions = max(
         0.0, 1.0 - config.lint_penalty * len(new_lint) - config.scope_penalty * len(out_of_scope)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-JUNK_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"})
-JUNK_SUFFIXES = (".pyc", ".pyo")
 
 
 class PatchError(ValueError):
@@ -135,9 +134,11 @@ def _apply_file(fp: FilePatch, before: str | None) -> str | None:
     return "".join(out)
 
 
-def apply_patch(root: str | Path, text: str) -> list[str]:
-    """Apply a unified diff to the files under ``root``; return the paths it changed."""
-    root = Path(root)
+def patch_files(text: str, read: Callable[[str], str | None]) -> dict[str, str | None]:
+    """The new content of every file ``text`` changes (``None``: deleted); nothing written.
+
+    ``read(rel)`` gives a file's current text, or ``None`` when it does not exist.
+    """
     files = parse_patch(text)
     if not files:
         raise PatchError("the patch holds no file sections (---/+++ headers)")
@@ -146,18 +147,43 @@ def apply_patch(root: str | Path, text: str) -> list[str]:
         rel = fp.old_path or fp.new_path or ""
         if rel.startswith("/") or ".." in Path(rel).parts:
             raise PatchError(f"{rel}: path leaves the repository")
-        target = root / rel
         if fp.old_path is None:
-            if target.exists():
+            if results.get(rel) is not None or (rel not in results and read(rel) is not None):
                 raise PatchError(f"{fp.new_path}: the patch creates it but it already exists")
             before = None
         else:
-            if not target.is_file():
+            before = results[fp.old_path] if fp.old_path in results else read(fp.old_path)
+            if before is None:
                 raise PatchError(f"{fp.old_path}: no such file to patch")
-            before = results.get(fp.old_path, target.read_text(encoding="utf-8"))
         results[fp.path] = _apply_file(fp, before)
         if fp.old_path and fp.new_path and fp.old_path != fp.new_path:
             results[fp.old_path] = None
+    return results
+
+
+def patch_tree(tree: dict[str, bytes], text: str) -> dict[str, str | None]:
+    """``patch_files`` over an in-memory tree (as ``read_tree`` returns)."""
+
+    def read(rel: str) -> str | None:
+        data = tree.get(rel)
+        return None if data is None else data.decode("utf-8")
+
+    return patch_files(text, read)
+
+
+def apply_patch(root: str | Path, text: str) -> list[str]:
+    """Apply a unified diff to the files under ``root``; return the paths it changed."""
+    root = Path(root)
+
+    def read(rel: str) -> str | None:
+        target = root / rel
+        if target.is_file():
+            return target.read_text(encoding="utf-8")
+        if target.exists():
+            raise PatchError(f"{rel}: not a regular file")
+        return None
+
+    results = patch_files(text, read)
     for rel, content in results.items():
         target = root / rel
         if content is None:
@@ -178,22 +204,6 @@ def diff_texts(path: str, before: str | None, after: str | None) -> str:
     for line in difflib.unified_diff(a, b, fromfile=old, tofile=new, n=3):
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
-
-
-def is_junk(rel: Path) -> bool:
-    """Caches and bytecode, never part of a diff or a scope check."""
-    return bool(JUNK_PARTS.intersection(rel.parts)) or rel.name.endswith(JUNK_SUFFIXES)
-
-
-def read_tree(root: str | Path) -> dict[str, bytes]:
-    """Every non-junk file under ``root``: relative posix path -> bytes."""
-    root = Path(root)
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if p.is_file() and not p.is_symlink() and not is_junk(rel):
-            out[rel.as_posix()] = p.read_bytes()
-    return out
 
 
 def changed_files(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
-from cheetah.sandbox.workspace import Workspace
 from cheetah.tasks.schema import Task
+from cheetah.tasks.session import HostTaskWorkspace, TaskWorkspace
 from cheetah.tasks.snapshot import materialize
 
 
@@ -43,17 +43,19 @@ class SandboxSessionFactory:
                 shutil.rmtree(tmp, ignore_errors=True)
         return dest
 
-    async def create(self, task: Task) -> Workspace:
+    async def create(self, task: Task) -> HostTaskWorkspace:
         src = await asyncio.to_thread(self._snapshot_dir, task)
         info = await self.env.create_session(f"dir:{src}")
-        return self.env.sessions[info.session_id].backend_session
+        return HostTaskWorkspace(self.env.sessions[info.session_id].backend_session)
 
-    async def close(self, workspace: Workspace) -> None:
-        await self.env.close(workspace.id)  # type: ignore[attr-defined]
+    async def close(self, workspace: TaskWorkspace) -> None:
+        assert isinstance(workspace, HostTaskWorkspace)
+        await self.env.close(workspace.workspace.id)  # type: ignore[attr-defined]
 
 
 def factory_for(kind: str):
-    """``isolated`` (this module) or ``local`` (unsandboxed temp copies, trusted use only)."""
+    """In-process task workspaces: ``isolated`` (this module) or ``local`` (unsandboxed temp
+    copies, trusted use only). Sessions on env servers: ``cheetah.tasks.remote``."""
     if kind == "isolated":
         return SandboxSessionFactory()
     if kind == "local":

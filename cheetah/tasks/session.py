@@ -1,8 +1,16 @@
-"""Where a task's workspace comes from: the ``SessionFactory`` protocol and a local one.
+"""Where a task's workspace comes from: ``TaskWorkspace``, ``SessionFactory``, a local factory.
 
-The eval runner and ``tasks validate`` ask a factory for a workspace holding the
-task's snapshot, and close it afterwards. Only the snapshot goes in: hidden files,
-the test patch and the reference patch stay in the ``Task`` until the grader runs.
+The eval runner, ``tasks validate`` and RL rollouts ask a factory for a workspace
+holding the task's snapshot, and close it afterwards. Only the snapshot goes in:
+hidden files, the test patch and the reference patch stay in the ``Task`` until
+the grader runs.
+
+A ``TaskWorkspace`` is what task code needs of a workspace wherever it lives: what
+the agent drives (``agent``: a host ``Workspace`` or a ``ToolRunner``), the files
+(``read_tree``/``write_files``), commands (``exec``) and ``stop`` (kill what the
+agent left running). ``HostTaskWorkspace`` wraps a workspace whose files are on
+this host (local copies, in-process isolated sessions); ``cheetah.tasks.remote``
+implements it over an env server or fleet, so the grader runs unchanged on both.
 
 ``LocalSessionFactory`` is UNSANDBOXED: it copies the snapshot to a temp directory
 and runs commands with this user's rights (``LocalWorkspace``). Use it for trusted
@@ -25,10 +33,13 @@ import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from cheetah.harness.loop import ToolRunner
 from cheetah.sandbox.workspace import (
     ExecResult,
     LocalWorkspace,
+    PathError,
     Workspace,
+    read_tree,
     resolve_path,
     run_process,
 )
@@ -43,14 +54,78 @@ class TaskSetupError(RuntimeError):
 
 
 @runtime_checkable
+class TaskWorkspace(Protocol):
+    """A task's workspace as task code sees it (see the module docstring)."""
+
+    @property
+    def agent(self) -> Workspace | ToolRunner: ...
+
+    async def read_tree(self) -> dict[str, bytes]: ...
+
+    async def write_files(self, changes: dict[str, bytes | None]) -> None: ...
+
+    async def exec(
+        self, command: str, *, timeout_s: float, cwd: str = ".", output_limit: int = 16_000
+    ) -> ExecResult: ...
+
+    async def stop(self) -> None: ...
+
+
+@runtime_checkable
 class SessionFactory(Protocol):
     """Creates a workspace holding a task's snapshot, and disposes of it."""
 
     name: str
 
-    async def create(self, task: Task) -> Workspace: ...
+    async def create(self, task: Task) -> TaskWorkspace: ...
 
-    async def close(self, workspace: Workspace) -> None: ...
+    async def close(self, workspace: TaskWorkspace) -> None: ...
+
+
+class HostTaskWorkspace:
+    """A ``TaskWorkspace`` over a ``Workspace`` whose files lie under ``root`` on this host."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    @property
+    def agent(self) -> Workspace:
+        return self.workspace
+
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    async def read_tree(self) -> dict[str, bytes]:
+        return await asyncio.to_thread(read_tree, self.root)
+
+    async def write_files(self, changes: dict[str, bytes | None]) -> None:
+        from cheetah.tools.files import write_bytes
+
+        targets = {rel: resolve_path(self.root, rel) for rel in changes}  # PathError: refused
+
+        def apply() -> None:
+            for rel, data in changes.items():
+                if targets[rel].is_dir():
+                    raise PathError(f"{rel!r} is a directory")
+                if data is None:
+                    targets[rel].unlink(missing_ok=True)
+                else:
+                    write_bytes(targets[rel], data)
+
+        await asyncio.to_thread(apply)
+
+    async def exec(
+        self, command: str, *, timeout_s: float, cwd: str = ".", output_limit: int = 16_000
+    ) -> ExecResult:
+        return await self.workspace.exec(
+            command, timeout_s=timeout_s, cwd=cwd, output_limit=output_limit
+        )
+
+    async def stop(self) -> None:
+        kill = getattr(self.workspace, "kill_processes", None)
+        if kill is not None:
+            await asyncio.to_thread(kill)
 
 
 def tool_env() -> dict[str, str]:
@@ -88,7 +163,7 @@ class LocalSessionFactory:
         self.base_dir = Path(base_dir) if base_dir else None
         self.keep = keep
 
-    async def create(self, task: Task) -> Workspace:
+    async def create(self, task: Task) -> HostTaskWorkspace:
         if self.base_dir:
             self.base_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="cheetah-task-", dir=self.base_dir))
@@ -98,16 +173,17 @@ class LocalSessionFactory:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        return TrustedLocalWorkspace(root)
+        return HostTaskWorkspace(TrustedLocalWorkspace(root))
 
-    async def close(self, workspace: Workspace) -> None:
+    async def close(self, workspace: TaskWorkspace) -> None:
+        assert isinstance(workspace, HostTaskWorkspace)
         if not self.keep:
             await asyncio.to_thread(shutil.rmtree, workspace.root.parent, True)
 
 
 async def open_task(
     factory: SessionFactory, task: Task, *, setup_timeout_s: float = SETUP_TIMEOUT_S
-) -> Workspace:
+) -> TaskWorkspace:
     """A ready workspace: the snapshot, then the task's setup command (which must exit 0)."""
     try:
         ws = await factory.create(task)

@@ -18,7 +18,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from cheetah.tasks.patch import JUNK_PARTS, PatchError, apply_patch
+from cheetah.sandbox.workspace import JUNK_PARTS
+from cheetah.tasks.patch import PatchError, apply_patch
 from cheetah.tasks.schema import Snapshot
 
 GIT_TIMEOUT_S = 300.0

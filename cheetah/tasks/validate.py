@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from cheetah.sandbox.workspace import Workspace
+from cheetah.sandbox.workspace import PathError
 from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
-from cheetah.tasks.patch import PatchError, apply_patch
+from cheetah.tasks.patch import PatchError, patch_tree
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import SessionFactory, TaskSetupError, open_task
 
@@ -35,15 +35,24 @@ class TaskValidation(BaseModel):
     wall_s: float = 0.0
 
 
-async def _leaks(ws: Workspace, task: Task) -> list[str]:
+def _leaks(tree: dict[str, bytes], task: Task) -> list[str]:
     problems = []
     for rel, content in task.hidden_files.items():
-        path = ws.root / rel
-        if path.exists() and path.read_text(encoding="utf-8", errors="replace") == content:
+        if tree.get(rel) == content.encode("utf-8"):
             problems.append(
                 f"hidden file {rel} is already in the snapshot: the agent could read it"
             )
     return problems
+
+
+def _with_changes(tree: dict[str, bytes], changes: dict[str, str | None]) -> dict[str, bytes]:
+    after = dict(tree)
+    for rel, text in changes.items():
+        if text is None:
+            after.pop(rel, None)
+        else:
+            after[rel] = text.encode("utf-8")
+    return after
 
 
 async def _state(
@@ -53,17 +62,22 @@ async def _state(
     what = "with the reference patch" if solved else "on the snapshot"
     ws = await open_task(factory, task)
     try:
-        problems = [] if solved else await _leaks(ws, task)
+        tree = await ws.read_tree()
+        problems = [] if solved else _leaks(tree, task)
         if solved:
             try:
-                await asyncio.to_thread(apply_patch, ws.root, task.reference_patch or "")
-            except PatchError as e:
+                changes = patch_tree(tree, task.reference_patch or "")
+            except (PatchError, UnicodeDecodeError) as e:
                 return [f"reference patch does not apply: {e}"]
+            await ws.write_files(
+                {k: None if v is None else v.encode("utf-8") for k, v in changes.items()}
+            )
+            tree = _with_changes(tree, changes)
         try:
-            await install_hidden(ws, task)
-        except (PatchError, OSError) as e:
+            tree = await install_hidden(ws, task, tree)
+        except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
             return [*problems, f"hidden tests could not be installed: {e}"]
-        for r in await run_checks(ws, task, config):
+        for r in await run_checks(ws, task, config, set(tree)):
             must_pass = solved or r.kind == "pass_to_pass"
             if r.passed != must_pass:
                 want = "pass" if must_pass else "fail"

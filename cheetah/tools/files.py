@@ -95,14 +95,19 @@ def write_text(target: Path, text: str) -> None:
     mode and links kept), and new files and directories owned like their parent. So a
     sandboxed command running as the sandbox user can still change what a tool wrote.
     """
+    write_bytes(target, text.encode("utf-8"))
+
+
+def write_bytes(target: Path, data: bytes) -> None:
+    """``write_text`` for raw bytes."""
     if target.exists():
-        with target.open("r+", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with target.open("r+b") as fh:
+            fh.write(data)
             fh.truncate()
         return
     missing = [p for p in reversed(target.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8", newline="")
+    target.write_bytes(data)
     if os.geteuid() == 0:
         owner = (missing[0].parent if missing else target.parent).stat()
         for path in [*missing, target]:

@@ -112,7 +112,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
 
 @pytest.mark.slow
 def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_path):
-    from tests.sandbox.conftest import free_port
+    from cheetah.sandbox.launch import free_port
 
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}

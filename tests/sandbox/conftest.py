@@ -6,19 +6,14 @@ bubblewrap. Where the host cannot isolate, these tests skip and say why.
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.config import SandboxConfig
+from cheetah.sandbox.launch import LocalEnvServer
 
 BIN = Path(sys.executable).parent
 LIMITS = {
@@ -45,76 +40,12 @@ def small_config() -> SandboxConfig:
     return SandboxConfig(**LIMITS)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class ServerProc(LocalEnvServer):
+    """A started ``cheetah env serve`` process with the small test limits."""
 
-
-class ServerProc:
-    def __init__(
-        self,
-        tmp: Path,
-        backend: str = "isolated",
-        capacity: int = 64,
-        idle_timeout_s: float = 1800.0,
-        reap_interval_s: float = 30.0,
-        token: str | None = None,
-    ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.token = token or secrets.token_hex(16)
-        self.token_file = tmp / f"token-{self.port}"
-        self.token_file.write_text(self.token)
-        config = tmp / f"sandbox-{self.port}.toml"
-        config.write_text("".join(f"{k} = {v}\n" for k, v in LIMITS.items()))
-        self.proc = subprocess.Popen(
-            [
-                BIN / "cheetah",
-                "env",
-                "serve",
-                "--port",
-                str(self.port),
-                "--token-file",
-                str(self.token_file),
-                "--backend",
-                backend,
-                "--capacity",
-                str(capacity),
-                "--idle-timeout-s",
-                str(idle_timeout_s),
-                "--reap-interval-s",
-                str(reap_interval_s),
-                "--config",
-                str(config),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"env server exited: {self.proc.stdout.read()}")
-        raise RuntimeError("env server did not come up in 30 s")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    def __init__(self, tmp: Path, **kw) -> None:
+        super().__init__(tmp, config=SandboxConfig(**LIMITS), **kw)
+        self.start(timeout_s=30)
 
 
 @pytest.fixture

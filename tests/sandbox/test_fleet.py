@@ -1,7 +1,9 @@
 """EnvFleet over real env server processes: placement, backpressure, surviving a dead server."""
 
 import asyncio
+import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,5 +91,50 @@ async def test_rollout_survives_a_server_dying_mid_session(env_server):
         assert fleet.failovers == 1 and fleet.sessions[sid].server.url != first
         d = await fleet.diff(sid)
         assert d.paths == ["log.txt", "textkit/stats.py"]
+    finally:
+        await fleet.aclose()
+
+
+class OracleKillingServer:
+    """The oracle, but the server hosting its session is killed before its third turn."""
+
+    def __init__(self, task, fleet, procs):
+        from cheetah.tasks.oracle import OraclePolicy
+
+        self.inner, self.fleet, self.procs = OraclePolicy(task), fleet, procs
+        self.name, self.turn = "oracle+kill", 0
+
+    async def generate(self, messages):
+        self.turn += 1
+        if self.turn == 3:
+            [s] = self.fleet.sessions.values()
+            self.procs[s.server.url].kill()
+        return await self.inner.generate(messages)
+
+
+async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_server, tmp_path):
+    from cheetah.tasks.evaluate import EvalConfig, run_eval
+    from cheetah.tasks.loaders import load_tasks, select_tasks
+    from cheetah.tasks.remote import FleetSessionFactory
+    from tests.conftest import REPO_ROOT
+
+    [task] = select_tasks(load_tasks(REPO_ROOT / "benchmarks" / "tasks.jsonl"), limit=1)
+    a, b = env_server(token=TOKEN), env_server(token=TOKEN)
+    fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
+    procs = {a.url: a, b.url: b}
+    try:
+        report = await run_eval(
+            [task],
+            lambda t: OracleKillingServer(t, fleet, procs),
+            FleetSessionFactory(fleet),
+            EvalConfig(),
+            out_dir=tmp_path,
+        )
+        [sample] = report.samples
+        assert sample.error is None and sample.correct, sample
+        assert fleet.failovers == 1  # the snapshot was uploaded to the second server on failover
+        assert len(fleet._uploaded) == 2
+        traj = json.loads(Path(sample.trajectory).read_text())
+        assert traj["grade"]["touched"] and not traj["grade"]["errors"]
     finally:
         await fleet.aclose()

@@ -1,8 +1,11 @@
-"""Task workspaces as isolated sessions: the oracle solves tasks, graded inside the sandbox."""
+"""Task workspaces as isolated sessions, in process or on an env server started for the eval
+(the default): the oracle solves tasks, graded inside the sandbox."""
 
 import json
 import os
 import subprocess
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.sandbox.conftest import BIN, needs_isolation
@@ -10,7 +13,8 @@ from tests.sandbox.conftest import BIN, needs_isolation
 pytestmark = needs_isolation
 
 
-def test_eval_oracle_in_isolated_sessions(tmp_path):
+@pytest.mark.parametrize("sandbox", ["isolated", "fleet"])
+def test_eval_oracle_in_isolated_sessions(tmp_path, sandbox):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     r = subprocess.run(
         [
@@ -29,7 +33,7 @@ def test_eval_oracle_in_isolated_sessions(tmp_path):
             "--limit",
             "2",
             "--sandbox",
-            "isolated",
+            sandbox,
         ],
         capture_output=True,
         text=True,
@@ -39,4 +43,8 @@ def test_eval_oracle_in_isolated_sessions(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "ev" / "report.json").read_text())
     assert report["summary"]["pass@1"] == 1.0 and report["summary"]["errors"] == 0
-    assert "isolated" in (tmp_path / "ev" / "report.md").read_text()
+    md = (tmp_path / "ev" / "report.md").read_text()
+    if sandbox == "fleet":
+        assert "fleet of 1 env server(s): bubblewrap" in md
+    else:
+        assert "sessions: isolated" in md

@@ -1,7 +1,8 @@
 import pytest
 
+from cheetah.sandbox.workspace import read_tree
 from cheetah.tasks.grader import GraderConfig, capture_baseline, grade, parse_pytest_outcomes
-from cheetah.tasks.patch import apply_patch, read_tree
+from cheetah.tasks.patch import apply_patch
 from cheetah.tasks.session import LocalSessionFactory, open_task
 
 from .conftest import HIDDEN
@@ -141,12 +142,10 @@ async def test_test_patch_is_applied_only_at_grading(calc_repo):
 async def test_lint_uses_repo_config_or_a_minimal_default(tmp_path):
     from cheetah.tasks.grader import new_lint_problems
 
-    root = tmp_path / "r"
-    root.mkdir()
     before = b"x = 1\n"
-    (root / "m.py").write_text('import os\nx = "{}".format(1)\n')
-    problems = await new_lint_problems(root, {"m.py": before}, ["m.py"])
+    tree = {"m.py": b'import os\nx = "{}".format(1)\n'}
+    problems = await new_lint_problems(tree, {"m.py": before}, ["m.py"])
     assert [p.split()[1] for p in problems] == ["F401"]  # UP032 is not in the default set
-    (root / "pyproject.toml").write_text('[tool.ruff.lint]\nselect = ["UP"]\n')
-    problems = await new_lint_problems(root, {"m.py": before}, ["m.py"])
+    tree["pyproject.toml"] = b'[tool.ruff.lint]\nselect = ["UP"]\n'
+    problems = await new_lint_problems(tree, {"m.py": before}, ["m.py"])
     assert [p.split()[1] for p in problems] == ["UP032"]  # the repo's own conventions

@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheetah.tasks.patch import PatchError, apply_patch, diff_texts, diff_trees, read_tree
+from cheetah.sandbox.workspace import read_tree
+from cheetah.tasks.patch import PatchError, apply_patch, diff_texts, diff_trees
 
 
 def test_modify_create_delete(tmp_path):
