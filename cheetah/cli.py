@@ -320,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_tasks_command(sub)
     add_eval_command(sub)
 
+    from cheetah.search.cli import add_search_command
+
+    add_search_command(sub)
+
     try:
         from cheetah.inference.cli import add_serve_command
     except ImportError:

@@ -171,7 +171,7 @@ def build_tiny(seed: int = TINY_SEED, tokenizer: Any = None) -> LoadedModel:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=2048,
         # wider than the usual 0.02 so greedy text varies token to token, which tests need
         initializer_range=0.3,
         tie_word_embeddings=True,

@@ -57,6 +57,12 @@ class RolloutSection(_Section):
     max_turns: int = Field(6)
     max_new_tokens: int = Field(256, description="tokens per assistant message")
     temperature: float = Field(1.0)
+    format_weight: float = Field(
+        0.0,
+        ge=0.0,
+        description="reward shaping: this times the share of tool calls that ran without "
+        "error is added to the task reward (see cheetah/rl/reward.py); 0 = task reward only",
+    )
     sandbox: Literal["isolated", "local"] = Field(
         "isolated",
         description="backend of the env server started for the run when env_urls is empty; "

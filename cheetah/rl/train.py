@@ -37,6 +37,7 @@ import ray
 from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.data import SampleError, sample_from_trajectory
+from cheetah.rl.reward import call_success_rate, shaped_reward
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.store import RunStore
@@ -152,13 +153,18 @@ class TaskRollout:
             attach(traj, g)
         finally:
             await self.factory.close(ws)
+        traj.reward = shaped_reward(g.reward, traj, r.format_weight)
         versions = [t.policy_version or 0 for t in traj.turns]
-        return Finished(spec, reward=g.reward, versions=versions, payload=traj.model_dump_json())
+        return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
 
 
 def _passed(payload: str) -> bool:
     grade = json.loads(payload).get("grade") or {}
     return bool(grade.get("correct"))
+
+
+def _call_success(payload: str) -> float:
+    return call_success_rate(Trajectory.model_validate_json(payload))
 
 
 class TrainJob:
@@ -276,11 +282,20 @@ class TrainJob:
             *(handles[i % len(handles)].run.remote(s) for i, s in enumerate(specs))
         )
         rate = sum(_passed(r.payload) for r in results) / len(results)
+        calls_ok = statistics.fmean(_call_success(r.payload) for r in results)
         self.store.set_meta(
             f"pass_rate_{label}",
-            {"rate": rate, "n": len(results), "tasks": [r.spec.task_id for r in results]},
+            {
+                "rate": rate,
+                "call_success": calls_ok,
+                "n": len(results),
+                "tasks": [r.spec.task_id for r in results],
+            },
         )
-        self.log(f"held-out pass rate {label}: {rate:.3f} ({len(results)} tasks, greedy)")
+        self.log(
+            f"held-out pass rate {label}: {rate:.3f}, tool calls without error "
+            f"{calls_ok:.3f} ({len(results)} tasks, greedy)"
+        )
         return rate
 
     # -- SFT warm start ----------------------------------------------------------------------
@@ -454,7 +469,7 @@ class TrainJob:
         self.store.log_metrics(step, metrics)
         stats = (
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
-            f"loss {metrics.get('train_loss', 0.0):.4f}"
+            f"calls ok {metrics['call_success']:.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
         )
         if self._bar is not None:
             bar, task = self._bar
@@ -490,9 +505,16 @@ class TrainJob:
         await self.rl()
         after = await self.evaluate("after")
         plot_curves(self.store, self.dir / "reward.png")
+
+        def calls_ok(label: str) -> float:
+            meta = self.store.get_meta(f"pass_rate_{label}") or {}
+            return meta.get("call_success", float("nan"))
+
         summary = {
             "pass_rate_before": before,
             "pass_rate_after": after,
+            "call_success_before": calls_ok("before"),
+            "call_success_after": calls_ok("after"),
             "rollouts": self.store.count(),
             "wall_s": time.perf_counter() - t0,
             "run_dir": str(self.dir),
@@ -518,6 +540,7 @@ def behaviour_metrics(payloads: list[str]) -> dict[str, float]:
         "reads_before_edit": mean(rows, "explore_before_edit"),
         "edits_per_task": mean(rows, "edits"),
         "tokens_per_solved": mean(solved, "completion_tokens"),
+        "call_success": statistics.fmean(call_success_rate(t) for t in trajs) if trajs else 0.0,
     }
 
 
@@ -530,7 +553,7 @@ def plot_curves(store: RunStore, path: Path) -> Path | None:
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name in ("reward_mean", "pass_rate"):
+    for name in ("reward_mean", "pass_rate", "call_success"):
         series = store.metric_series(name)
         if series:
             ax.plot([s for s, _ in series], [v for _, v in series], marker="o", label=name)

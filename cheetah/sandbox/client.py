@@ -36,6 +36,7 @@ class ServerDown(EnvError):
 class EnvClient:
     def __init__(self, base_url: str, token: str, timeout_s: float = 900.0) -> None:
         self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s, connect=5.0),
@@ -47,10 +48,18 @@ class EnvClient:
         await self._client.aclose()
 
     async def _request(
-        self, method: str, path: str, json: dict | None = None, content: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        json: dict | None = None,
+        content: bytes | None = None,
+        timeout_s: float | None = None,
     ) -> httpx.Response:
+        timeout = httpx.Timeout(timeout_s, connect=5.0) if timeout_s else httpx.USE_CLIENT_DEFAULT
         try:
-            resp = await self._client.request(method, path, json=json, content=content)
+            resp = await self._client.request(
+                method, path, json=json, content=content, timeout=timeout
+            )
         except httpx.TransportError as e:
             raise ServerDown(f"{self.base_url}: {type(e).__name__}: {e}") from None
         if resp.status_code >= 400:
@@ -110,7 +119,13 @@ class EnvClient:
         await self._request("PUT", f"/sessions/{session_id}/files", request.model_dump())
 
     async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse:
-        resp = await self._request("POST", f"/sessions/{session_id}/exec", request.model_dump())
+        # A command may legitimately run longer than the client's default read timeout.
+        resp = await self._request(
+            "POST",
+            f"/sessions/{session_id}/exec",
+            request.model_dump(),
+            timeout_s=max(self.timeout_s, request.timeout_s + 60),
+        )
         return ExecResponse.model_validate(resp.json())
 
     async def stop(self, session_id: str) -> None:

@@ -89,6 +89,7 @@ class LocalEnv:
         self.uploads = (config.base_dir if config else default_base_dir()) / "uploads"
         self.sessions: dict[str, _Session] = {}
         self.started = time.monotonic()
+        self.created = 0
         self._pending = 0
 
     @property
@@ -159,6 +160,7 @@ class LocalEnv:
 
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
+        self.created += 1
         self.sessions[bs.id] = _Session(info, bs, ToolContext(workspace=bs, limits=self.limits))
         return info
 
@@ -301,6 +303,7 @@ class LocalEnv:
         return Stats(
             sessions=len(self.sessions),
             capacity=self.capacity,
+            sessions_created=self.created,
             isolation=self.isolation,
             cpu_count=os.cpu_count() or 1,
             load_avg_1m=os.getloadavg()[0],

@@ -313,6 +313,7 @@ class EnvFleet:
         return Stats(
             sessions=sum(p.sessions for p in parts),
             capacity=sum(p.capacity for p in parts),
+            sessions_created=sum(p.sessions_created for p in parts),
             isolation="; ".join(sorted({p.isolation for p in parts})),
             cpu_count=sum(p.cpu_count for p in parts),
             load_avg_1m=max(p.load_avg_1m for p in parts),

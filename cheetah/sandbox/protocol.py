@@ -170,6 +170,7 @@ class ExecResponse(BaseModel):
 class Stats(BaseModel):
     sessions: int
     capacity: int
+    sessions_created: int = Field(0, description="sessions created since start (forks too)")
     isolation: str
     cpu_count: int
     load_avg_1m: float

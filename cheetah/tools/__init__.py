@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from cheetah.tools import edit_file, grep, lint, list_dir, read_file, run_terminal, todo
+from cheetah.tools import (
+    codebase_search,
+    edit_file,
+    grep,
+    lint,
+    list_dir,
+    read_file,
+    run_terminal,
+    todo,
+)
 from cheetah.tools.base import Tool
 
-_MODULES = (read_file, list_dir, grep, edit_file, run_terminal, lint, todo)
+_MODULES = (read_file, list_dir, grep, codebase_search, edit_file, run_terminal, lint, todo)
 
 
 def default_tools() -> dict[str, Tool]:

@@ -61,7 +61,7 @@ async def test_remote_load_weights_stages_a_checkpoint_and_bumps_the_version(rem
 
 async def test_remote_errors_are_typed(remote, tmp_path):
     with pytest.raises(InvalidRequest, match="context"):
-        await remote.generate([1] * 2000, GREEDY)
+        await remote.generate([1] * 4000, GREEDY)
     with pytest.raises(InvalidRequest, match="no such checkpoint"):
         await remote.load_checkpoint(tmp_path / "missing", 99)
     dead = RemoteEngine("http://127.0.0.1:9", model="x")

@@ -41,7 +41,7 @@ def _chat(client, **kw):
 def test_models_and_health(client, server_url):
     assert [m.id for m in client.models.list().data] == ["tiny"]
     health = httpx.get(f"{server_url}/health").json()
-    assert health["status"] == "ok" and health["max_context"] == 1024
+    assert health["status"] == "ok" and health["max_context"] == 2048
 
 
 def test_chat_completion_returns_text_ids_logprobs_and_version(client, tok):
@@ -119,9 +119,9 @@ def test_bad_requests_are_4xx_with_a_message_and_the_server_stays_up(client, ser
         ({"temperature": -1}, "temperature"),
         ({"top_p": 2.0}, "top_p"),
         ({"max_tokens": 0}, "max_tokens"),
-        ({"max_tokens": 5000}, "context"),
+        ({"max_tokens": 9000}, "context"),
         ({"n": 2}, "n must be 1"),
-        ({"messages": [{"role": "user", "content": "hi " * 2000}]}, "context"),
+        ({"messages": [{"role": "user", "content": "hi " * 4000}]}, "context"),
         ({"messages": [{"role": "wizard", "content": "hi"}]}, "role"),
     ]
     for kw, needle in cases:

@@ -41,7 +41,7 @@ def test_tiny_is_a_small_llama_with_smollm2s_chat_template_and_a_fixed_seed(tiny
     assert "<|im_start|>" in tiny.tokenizer.chat_template
     assert torch.equal(_logits(tiny.model), _logits(again.model))
     assert not torch.allclose(_logits(tiny.model), _logits(other.model))
-    assert tiny.max_context == 1024
+    assert tiny.max_context == 2048
 
 
 def test_a_saved_directory_and_its_safetensors_file_load_back_identically(tiny, tmp_path):

@@ -111,8 +111,11 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
 
 
 @pytest.mark.slow
-def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_path):
-    from cheetah.sandbox.launch import free_port
+def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_path):
+    """Engine and env servers both outside the job: `cheetah serve` and `cheetah env serve`."""
+    import httpx
+
+    from cheetah.sandbox.launch import LocalEnvServer, free_port
 
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -122,9 +125,8 @@ def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_pa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    env_server = LocalEnvServer(tmp_path / "env", backend="local").start()
     try:
-        import httpx
-
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -138,6 +140,8 @@ def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_pa
             "train.steps=1",
             f'model.engine_urls=["http://127.0.0.1:{port}/v1"]',
             f'model.staging_dir="{staging}"',
+            f'rollout.env_urls=["{env_server.url}"]',
+            f'rollout.env_token_file="{env_server.token_file}"',
         )
         out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, out[-3000:]
@@ -146,6 +150,13 @@ def test_train_rolls_out_on_a_remote_server_and_syncs_through_checkpoints(tmp_pa
             trajs = [json.loads(t) for (t,) in db.execute("SELECT trajectory FROM rollouts")]
         assert len(trajs) == 4
         assert all(turn["policy_version"] == 1 for t in trajs for turn in t["turns"])
+        stats = httpx.get(
+            f"{env_server.url}/stats", headers={"Authorization": f"Bearer {env_server.token}"}
+        ).json()
+        # every rollout, held-out eval and SFT trajectory ran in a session on that server
+        assert stats["sessions_created"] >= len(trajs) + 2 and stats["sessions"] == 0
+        assert "env server" not in out  # the job started no env server of its own
     finally:
         server.kill()
         server.wait()
+        env_server.stop()

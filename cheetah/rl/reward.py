@@ -1,0 +1,27 @@
+"""The RL reward of one rollout: the grader's task reward plus optional shaping. Pure functions.
+
+The task reward (hidden checks, conventions) is what the benchmark measures. A small
+model that has never solved a task gets equal rewards across a whole group, and
+group-relative advantages are then zero: GRPO learns nothing. ``format_weight`` adds
+a dense term for the one skill every solution needs first, tool calls that parse and
+run: the share of the rollout's calls that came back without an error (0 when it made
+no call). Pass rates and the benchmark never include it.
+
+Deliberately left out: rewards for reading the right file or for partial test passes
+(they leak task knowledge into the reward and invite gaming).
+"""
+
+from __future__ import annotations
+
+from cheetah.harness.trajectory import Trajectory
+
+
+def call_success_rate(traj: Trajectory) -> float:
+    """Share of the rollout's tool calls that ran without error (0.0 with no calls)."""
+    calls = traj.calls
+    return sum(not c.is_error for c in calls) / len(calls) if calls else 0.0
+
+
+def shaped_reward(task_reward: float, traj: Trajectory, format_weight: float) -> float:
+    """``task_reward + format_weight * call_success_rate``."""
+    return task_reward + format_weight * call_success_rate(traj) if format_weight else task_reward

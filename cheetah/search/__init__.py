@@ -1,0 +1,1 @@
+"""Semantic codebase search: chunking, embedders, an incrementally updated index, training."""

@@ -1,0 +1,245 @@
+"""``CodeIndex``: chunks and vectors of one workspace, kept current by a Merkle tree of hashes.
+
+Each ``update`` walks the workspace (``.gitignore`` respected, binary and large files
+skipped), hashes every file (a stat cache of size + mtime spares re-reading files
+that did not change), and builds a Merkle tree: a directory's hash covers the names
+and hashes below it. The root hash alone says whether anything changed; otherwise
+only files whose hash differs are re-chunked and re-embedded, subtrees whose hash is
+unchanged are skipped whole, and removed files drop their chunks. ``save``/``load``
+keep an index between processes so a re-index after a small edit costs one file.
+
+Search is exact cosine similarity over all chunk vectors (a matrix product): at the
+size of one repository (thousands of chunks) it takes milliseconds and needs no
+approximate index. Deliberately left out: ANN structures for millions of chunks,
+sharing an index between workspaces forked from the same snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cheetah.sandbox.workspace import is_junk
+from cheetah.search.chunks import Chunk, chunk_file
+from cheetah.search.embedder import Embedder
+from cheetah.tools.files import looks_binary, walk_files
+
+MAX_FILE_BYTES = 512_000
+
+
+@dataclass
+class Hit:
+    chunk: Chunk
+    score: float
+
+
+@dataclass
+class UpdateStats:
+    files: int = 0
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    chunks_embedded: int = 0
+    dirs_unchanged: int = 0
+    wall_s: float = 0.0
+
+
+@dataclass
+class _File:
+    sha: str
+    chunks: list[Chunk]
+    vectors: np.ndarray
+
+
+def merkle(file_hashes: dict[str, str]) -> dict[str, str]:
+    """Directory ("" for the root) -> hash over the sorted names and hashes right below it."""
+    files: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    subdirs: dict[str, set[str]] = defaultdict(set)
+    dirs = {""}
+    for path, sha in file_hashes.items():
+        parent, _, name = path.rpartition("/")
+        files[parent].append((name, sha))
+        while parent:
+            grand = parent.rpartition("/")[0]
+            subdirs[grand].add(parent)
+            dirs.add(parent)
+            parent = grand
+    out: dict[str, str] = {}
+    for d in sorted(dirs, key=lambda p: p.count("/") + bool(p), reverse=True):  # deepest first
+        entries = files[d] + [(sub.rpartition("/")[2] + "/", out[sub]) for sub in subdirs[d]]
+        h = hashlib.sha256()
+        for name, sha in sorted(entries):
+            h.update(f"{name}\0{sha}\n".encode())
+        out[d] = h.hexdigest()
+    return out
+
+
+class CodeIndex:
+    def __init__(self, root: str | Path, embedder: Embedder) -> None:
+        self.root = Path(root).resolve()
+        self.embedder = embedder
+        self.files: dict[str, _File] = {}
+        self.dirs: dict[str, str] = {}
+        self._stat: dict[str, tuple[int, int, str]] = {}
+        self._matrix: np.ndarray | None = None
+        self._rows: list[Chunk] = []
+        self._lock = threading.RLock()  # calls of one message may search at the same time
+
+    # -- hashing -------------------------------------------------------------------------
+    def _scan(self) -> tuple[dict[str, str], dict[str, bytes]]:
+        """Path -> sha of every indexable file, and the contents read to hash them."""
+        hashes: dict[str, str] = {}
+        read: dict[str, bytes] = {}
+        for path in walk_files(self.root, self.root):
+            rel = path.relative_to(self.root).as_posix()
+            if is_junk(Path(rel)):
+                continue
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if st.st_size > MAX_FILE_BYTES:
+                continue
+            cached = self._stat.get(rel)
+            if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+                hashes[rel] = cached[2]
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if looks_binary(data):
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            self._stat[rel] = (st.st_size, st.st_mtime_ns, sha)
+            hashes[rel], read[rel] = sha, data
+        return hashes, read
+
+    # -- updating ------------------------------------------------------------------------
+    def update(self) -> UpdateStats:
+        """Bring the index up to date with the files; embeds only what changed."""
+        with self._lock:
+            return self._update()
+
+    def _update(self) -> UpdateStats:
+        t0 = time.perf_counter()
+        hashes, read = self._scan()
+        dirs = merkle(hashes)
+        stats = UpdateStats(files=len(hashes))
+        if dirs.get("") == self.dirs.get("") and self.files.keys() == hashes.keys():
+            stats.dirs_unchanged = len(dirs)
+            stats.wall_s = time.perf_counter() - t0
+            return stats
+        stats.dirs_unchanged = sum(1 for d, h in dirs.items() if self.dirs.get(d) == h)
+        stats.removed = sorted(p for p in self.files if p not in hashes)
+        for p in stats.removed:
+            del self.files[p]
+            self._stat.pop(p, None)
+        changed = sorted(
+            p for p, sha in hashes.items() if p not in self.files or self.files[p].sha != sha
+        )
+        chunks: list[Chunk] = []
+        owners: list[str] = []
+        for p in changed:
+            data = read.get(p)
+            if data is None:
+                data = (self.root / p).read_bytes()
+            for c in chunk_file(p, data.decode("utf-8", errors="replace")):
+                chunks.append(c)
+                owners.append(p)
+        vectors = self.embedder.embed([c.embed_text for c in chunks])
+        for p in changed:
+            rows = [i for i, o in enumerate(owners) if o == p]
+            self.files[p] = _File(hashes[p], [chunks[i] for i in rows], vectors[rows])
+        self.dirs = dirs
+        self._matrix = None
+        stats.changed, stats.chunks_embedded = changed, len(chunks)
+        stats.wall_s = time.perf_counter() - t0
+        return stats
+
+    # -- searching -----------------------------------------------------------------------
+    def _stack(self) -> tuple[np.ndarray, list[Chunk]]:
+        if self._matrix is None:
+            rows: list[Chunk] = []
+            mats = []
+            for p in sorted(self.files):
+                f = self.files[p]
+                rows.extend(f.chunks)
+                mats.append(f.vectors)
+            dim = self.embedder.dim
+            self._matrix = np.concatenate(mats) if mats else np.zeros((0, dim), np.float32)
+            self._rows = rows
+        return self._matrix, self._rows
+
+    def search(self, query: str, k: int = 8, under: str | None = None) -> list[Hit]:
+        """The ``k`` chunks most similar to ``query`` (only paths under ``under`` if given)."""
+        with self._lock:
+            matrix, rows = self._stack()
+        if not rows:
+            return []
+        q = self.embedder.embed([query])[0]
+        scores = matrix @ q
+        prefix = None if under in (None, "", ".") else under.rstrip("/") + "/"
+        order = np.argsort(-scores)
+        hits = []
+        for i in order:
+            c = rows[int(i)]
+            if prefix and not (c.path.startswith(prefix) or c.path == prefix[:-1]):
+                continue
+            hits.append(Hit(c, float(scores[i])))
+            if len(hits) == k:
+                break
+        return hits
+
+    # -- persistence ---------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        """Write the index (vectors as .npy, the rest as JSON); atomic per file."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        matrix, rows = self._stack()
+        meta = {
+            "embedder": self.embedder.name,
+            "dim": self.embedder.dim,
+            "files": {p: f.sha for p, f in self.files.items()},
+            "stat": self._stat,
+            "dirs": self.dirs,
+            "chunks": [[c.path, c.start, c.end, c.name, c.text] for c in rows],
+        }
+        tmp = d / f"vectors.{os.getpid()}.npy"
+        np.save(tmp, matrix)
+        tmp.replace(d / "vectors.npy")
+        tmp = d / f"index.{os.getpid()}.json"
+        tmp.write_text(json.dumps(meta))
+        tmp.replace(d / "index.json")
+
+    def load(self, directory: str | Path) -> bool:
+        """Read a saved index made with the same embedder; False if there is none to use."""
+        d = Path(directory)
+        try:
+            meta = json.loads((d / "index.json").read_text())
+            matrix = np.load(d / "vectors.npy")
+        except (OSError, ValueError):
+            return False
+        if meta.get("embedder") != self.embedder.name or meta.get("dim") != self.embedder.dim:
+            return False
+        if len(meta["chunks"]) != len(matrix):
+            return False
+        by_file: dict[str, list[int]] = {}
+        chunks = [Chunk(*row) for row in meta["chunks"]]
+        for i, c in enumerate(chunks):
+            by_file.setdefault(c.path, []).append(i)
+        self.files = {
+            p: _File(sha, [chunks[i] for i in by_file.get(p, [])], matrix[by_file.get(p, [])])
+            for p, sha in meta["files"].items()
+        }
+        self._stat = {p: tuple(v) for p, v in meta["stat"].items()}  # type: ignore[misc]
+        self.dirs = meta["dirs"]
+        self._matrix = None
+        return True

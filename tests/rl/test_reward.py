@@ -1,0 +1,34 @@
+"""Reward shaping (pure): task reward plus the weighted share of calls that ran cleanly."""
+
+import pytest
+
+from cheetah.harness.trajectory import CallRecord, Trajectory, Turn
+from cheetah.rl.reward import call_success_rate, shaped_reward
+
+
+def traj(*errors: list[bool]) -> Trajectory:
+    turns = [
+        Turn(
+            index=i,
+            assistant="",
+            calls=[
+                CallRecord(index=j + 1, name="read_file", args={}, output="", is_error=e)
+                for j, e in enumerate(errs)
+            ],
+        )
+        for i, errs in enumerate(errors)
+    ]
+    return Trajectory(query="q", policy="p", turns=turns)
+
+
+def test_call_success_rate_by_hand():
+    assert call_success_rate(traj([True, False], [False, False])) == pytest.approx(3 / 4)
+    assert call_success_rate(traj([], [])) == 0.0  # no call at all earns nothing
+    assert call_success_rate(traj([True])) == 0.0
+
+
+def test_shaped_reward_adds_the_weighted_rate_only_when_asked():
+    t = traj([False, True])
+    assert shaped_reward(0.8, t, 0.0) == 0.8
+    assert shaped_reward(0.0, t, 0.2) == pytest.approx(0.1)
+    assert shaped_reward(1.0, t, 0.2) == pytest.approx(1.1)

