@@ -27,7 +27,10 @@ class RunSection(_Section):
 
 
 class ModelSection(_Section):
-    spec: str = Field("default", description="default | tiny | a HF directory")
+    spec: str = Field(
+        "default",
+        description="default | tiny | a HF directory (a MoE from `cheetah moe upcycle` too)",
+    )
     max_batch: int = Field(16, description="engine batch (concurrent sequences)")
     engine_urls: list[str] = Field(
         default_factory=list,
@@ -87,6 +90,11 @@ class TrainSection(_Section):
     bf16: bool = Field(False, description="bf16 autocast in the trainer")
     grad_checkpointing: bool = Field(
         False, description="recompute activations in backward (less memory, more compute)"
+    )
+    mxfp8: bool = Field(
+        False,
+        description="run every linear and expert GEMM of trainer and engine in MXFP8 "
+        "(emulated exactly on CPU; cheetah/model/mxfp8.py)",
     )
     checkpoint_every: int = Field(2, description="steps between checkpoints")
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")

@@ -53,20 +53,27 @@ def tokenizer_for(spec: str) -> Any:
     return AutoTokenizer.from_pretrained(spec)
 
 
-def load_policy_model(spec: str) -> Any:
+def load_policy_model(spec: str, mxfp8: bool = False) -> Any:
+    """The policy as trainer and engine both run it (with MXFP8 GEMMs when asked)."""
     from cheetah.model.loading import build_tiny, load_model
 
-    return build_tiny() if spec == "tiny" else load_model(spec)
+    loaded = build_tiny() if spec == "tiny" else load_model(spec)
+    if mxfp8:
+        from cheetah.model.mxfp8 import convert_to_mxfp8
+
+        convert_to_mxfp8(loaded.model)
+    return loaded
 
 
 @ray.remote
 class EngineActor:
     """The inference engine in its own process; the trainer reaches it through Ray."""
 
-    def __init__(self, spec: str, max_batch: int) -> None:
+    def __init__(self, spec: str, max_batch: int, mxfp8: bool = False) -> None:
         from cheetah.inference.local import LocalEngine
 
-        self.engine = LocalEngine.from_loaded(load_policy_model(spec), max_batch=max_batch)
+        loaded = load_policy_model(spec, mxfp8)
+        self.engine = LocalEngine.from_loaded(loaded, max_batch=max_batch)
 
     async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
         return await self.engine.generate(prompt_ids, sampling)
@@ -217,7 +224,7 @@ class TrainJob:
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-        loaded = load_policy_model(cfg.model.spec)
+        loaded = load_policy_model(cfg.model.spec, cfg.train.mxfp8)
         self.tokenizer = loaded.tokenizer
         self.trainer = Trainer(
             loaded.model,
@@ -234,7 +241,7 @@ class TrainJob:
             self.engine, self.sync_targets = None, remote_engines(cfg)
         else:
             self.engine = EngineActor.options(max_concurrency=1000).remote(
-                cfg.model.spec, cfg.model.max_batch
+                cfg.model.spec, cfg.model.max_batch, cfg.train.mxfp8
             )
             self.sync_targets = [RayEngine(self.engine)]
         self.env_cfg = self._start_env(cfg)

@@ -160,3 +160,21 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
         server.kill()
         server.wait()
         env_server.stop()
+
+
+@pytest.mark.slow
+def test_train_an_upcycled_moe_in_mxfp8(tmp_path):
+    """The README's MoE path end to end: upcycle, then `cheetah train` with train.mxfp8."""
+    from cheetah.model.moe import upcycle_checkpoint
+
+    moe = upcycle_checkpoint("tiny", tmp_path / "moe", num_experts=4, top_k=2)
+    proc = train(
+        tmp_path, "train.steps=1", "train.sft_steps=0", f'model.spec="{moe}"', "train.mxfp8=true"
+    )
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
+    assert summary["rollouts"] == 4
+    ckpt = tmp_path / "quickstart" / "checkpoints" / "step-1"
+    config = json.loads((ckpt / "config.json").read_text())
+    assert config["model_type"] == "mixtral" and config["num_local_experts"] == 4

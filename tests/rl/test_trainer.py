@@ -163,3 +163,31 @@ async def test_activation_checkpointing_gives_the_same_step(setup, tokenizer, ws
     assert a.loss == pytest.approx(b.loss, rel=1e-5)
     assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
     assert plain.logprobs(sample) == pytest.approx(ckpt.logprobs(sample), abs=1e-5)
+
+
+async def test_mxfp8_moe_policy_trains_and_syncs_with_matching_logprobs(tokenizer, ws):
+    """The upcycled MoE in MXFP8 on both sides: engine and trainer compute the same numbers."""
+    from cheetah.model.moe import upcycle
+    from cheetah.model.mxfp8 import convert_to_mxfp8
+
+    def policy():
+        model = upcycle(build_tiny(tokenizer=tokenizer).model, num_experts=4, top_k=2)
+        convert_to_mxfp8(model)
+        return model
+
+    engine = LocalEngine(policy(), tokenizer, max_batch=4)
+    trainer = Trainer(policy(), tokenizer, TrainConfig(lr=1e-2))
+    try:
+        traj = await rollout(engine, tokenizer, ws, seed=5)
+        sample = sample_from_trajectory(traj, tokenizer, advantage=1.0)
+        m = trainer.rl_step([sample])
+        assert m.mismatch_max_abs < 1e-3 and m.grad_norm > 0
+        await trainer.sync_to([engine])
+        traj = await rollout(engine, tokenizer, ws, seed=6)
+        assert traj.turns[0].policy_version == 1
+        sample = sample_from_trajectory(traj, tokenizer)
+        theirs = [lp for t in traj.turns for lp in t.logprobs]
+        ours = trainer.logprobs(sample)
+        assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
+    finally:
+        engine.close()
