@@ -6,7 +6,7 @@ PY := python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cheetah-installed
-APT_PACKAGES := bubblewrap
+APT_PACKAGES := bubblewrap chromium
 DEMO_DIR ?= /tmp/cheetah-demo
 
 .PHONY: install demo demo-agent test test-slow lint format bench clean

@@ -1,0 +1,1 @@
+"""The dashboard: runs (curves, rollout timeline, trajectories), the env fleet, background jobs."""

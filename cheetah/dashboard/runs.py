@@ -1,0 +1,120 @@
+"""Read-only views of training runs (``runs/<name>/run.sqlite``) for the dashboard.
+
+Opens each store read-only (``mode=ro``), so the dashboard can watch a run while
+``cheetah train`` writes it (the store is in WAL mode) and can never change it.
+A rollout's time span is ``finished_at - trajectory.wall_s`` to ``finished_at``; the
+timeline packs spans into lanes greedily, so the number of lanes in use at a moment
+is the number of rollouts that were in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for db in sorted(runs_dir.glob("*/run.sqlite")):
+        try:
+            out.append(summary(runs_dir, db.parent.name))
+        except (sqlite3.Error, RunNotFound):
+            continue
+    return out
+
+
+def _connect(runs_dir: Path, name: str) -> sqlite3.Connection:
+    if "/" in name or name.startswith("."):
+        raise RunNotFound(f"bad run name {name!r}")
+    path = runs_dir / name / "run.sqlite"
+    if not path.is_file():
+        raise RunNotFound(f"no run {name!r} under {runs_dir}")
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def summary(runs_dir: Path, name: str) -> dict[str, Any]:
+    with _connect(runs_dir, name) as db:
+        rollouts, mean_reward = db.execute("SELECT COUNT(*), AVG(reward) FROM rollouts").fetchone()
+        steps = db.execute("SELECT MAX(step) FROM metrics").fetchone()[0] or 0
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        last = db.execute("SELECT MAX(finished_at) FROM rollouts").fetchone()[0]
+
+    def rate(label: str) -> float | None:
+        raw = meta.get(f"pass_rate_{label}")
+        return json.loads(raw).get("rate") if raw else None
+
+    return {
+        "name": name,
+        "rollouts": rollouts,
+        "mean_reward": mean_reward,
+        "steps": steps,
+        "pass_rate_before": rate("before"),
+        "pass_rate_after": rate("after"),
+        "last_rollout_at": last,
+    }
+
+
+def metrics(runs_dir: Path, name: str) -> dict[str, list[list[float]]]:
+    with _connect(runs_dir, name) as db:
+        rows = db.execute("SELECT step, name, value FROM metrics ORDER BY step").fetchall()
+    out: dict[str, list[list[float]]] = {}
+    for step, key, value in rows:
+        out.setdefault(key, []).append([step, value])
+    return out
+
+
+def rollouts(runs_dir: Path, name: str, limit: int = 500) -> list[dict[str, Any]]:
+    """The newest ``limit`` rollouts with their span, lane, outcome and size, oldest first."""
+    with _connect(runs_dir, name) as db:
+        rows = db.execute(
+            "SELECT rollout_id, group_id, task_id, sample, reward, versions, trajectory, "
+            "finished_at, trained_step FROM rollouts ORDER BY finished_at DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+    out = []
+    for rid, gid, task, sample, reward, versions, traj, finished, trained in reversed(rows):
+        t = json.loads(traj) if traj else {}
+        calls = [c for turn in t.get("turns", []) for c in turn.get("calls", [])]
+        wall = float(t.get("wall_s") or 0.0)
+        out.append(
+            {
+                "rollout_id": rid,
+                "group_id": gid,
+                "task_id": task,
+                "sample": sample,
+                "reward": reward,
+                "correct": bool((t.get("grade") or {}).get("correct")),
+                "versions": json.loads(versions),
+                "start": finished - wall,
+                "end": finished,
+                "turns": len(t.get("turns", [])),
+                "tool_calls": len(calls),
+                "tool_errors": sum(1 for c in calls if c.get("is_error")),
+                "trained_step": trained,
+            }
+        )
+    lanes: list[float] = []  # end time of the last span in each lane
+    for r in sorted(out, key=lambda r: r["start"]):
+        lane = next((i for i, end in enumerate(lanes) if end <= r["start"]), len(lanes))
+        if lane == len(lanes):
+            lanes.append(r["end"])
+        else:
+            lanes[lane] = r["end"]
+        r["lane"] = lane
+    return out
+
+
+def trajectory(runs_dir: Path, name: str, rollout_id: int) -> dict[str, Any]:
+    with _connect(runs_dir, name) as db:
+        row = db.execute(
+            "SELECT trajectory FROM rollouts WHERE rollout_id = ?", (rollout_id,)
+        ).fetchone()
+    if row is None or row[0] is None:
+        raise RunNotFound(f"run {name!r} has no rollout {rollout_id}")
+    return json.loads(row[0])

@@ -1,0 +1,58 @@
+"""A small run store, made the way `cheetah train` writes one, for the dashboard tests."""
+
+import time
+
+import pytest
+
+from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
+from cheetah.rl.store import RunStore
+
+
+def make_run(runs_dir, name="demo", n=6):
+    store = RunStore(runs_dir / name / "run.sqlite")
+    for i in range(n):
+        traj = Trajectory(
+            query=f"fix task {i}",
+            policy="engine:tiny",
+            task_id=f"task-{i % 3}",
+            messages=[
+                Message(role="system", content="tools..."),
+                Message(role="user", content=f"fix task {i}"),
+                Message(
+                    role="assistant", content='<tool name="read_file"><path>a.py</path></tool>'
+                ),
+            ],
+            turns=[
+                Turn(
+                    index=0,
+                    assistant="...",
+                    calls=[
+                        CallRecord(
+                            index=1, name="read_file", args={}, output="x", is_error=i % 2 == 0
+                        )
+                    ],
+                    policy_version=i // 2,
+                )
+            ],
+            stop_reason="finished",
+            wall_s=2.0 + i,
+            reward=1.0 if i == 5 else 0.0,
+            grade={"correct": i == 5, "conventions": 1.0, "diff": "--- a/a.py\n"},
+        )
+        store.add_rollout(
+            i, i // 2, traj.task_id, i % 2, traj.reward, [i // 2], traj.model_dump_json()
+        )
+        time.sleep(0.01)
+    store.log_metrics(1, {"reward_mean": 0.0, "pass_rate": 0.0, "call_success": 0.5})
+    store.log_metrics(2, {"reward_mean": 0.5, "pass_rate": 0.5, "call_success": 0.75})
+    store.set_meta("pass_rate_before", {"rate": 0.0, "n": 4})
+    store.set_meta("pass_rate_after", {"rate": 0.25, "n": 4})
+    store.close()
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    d = tmp_path / "runs"
+    make_run(d)
+    (d / "not-a-run").mkdir()
+    return d

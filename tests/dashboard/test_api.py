@@ -1,0 +1,69 @@
+"""The dashboard's API over a run store, the fleet and background jobs."""
+
+import json
+import time
+
+from fastapi.testclient import TestClient
+
+from cheetah.dashboard.app import create_app
+from tests.conftest import SAMPLE_REPO
+
+
+def client(runs_dir, tmp_path, **kw):
+    return TestClient(create_app(runs_dir, tmp_path / "jobs", **kw))
+
+
+def test_runs_metrics_timeline_and_trajectories(runs_dir, tmp_path):
+    with client(runs_dir, tmp_path) as c:
+        [run] = c.get("/api/runs").json()
+        assert run["name"] == "demo" and run["rollouts"] == 6 and run["steps"] == 2
+        assert run["pass_rate_after"] == 0.25
+        m = c.get("/api/runs/demo/metrics").json()
+        assert m["reward_mean"] == [[1, 0.0], [2, 0.5]]
+        rollouts = c.get("/api/runs/demo/rollouts").json()
+        assert [r["rollout_id"] for r in rollouts] == list(range(6))
+        r5 = rollouts[5]
+        assert r5["correct"] and r5["end"] - r5["start"] == 7.0 and r5["tool_calls"] == 1
+        # spans overlap (each lasts seconds, they finished 10 ms apart): one lane each
+        assert sorted(r["lane"] for r in rollouts) == list(range(6))
+        t = c.get("/api/runs/demo/rollouts/3").json()
+        assert t["query"] == "fix task 3"
+        assert c.get("/api/runs/demo/rollouts/99").status_code == 404
+        assert c.get("/api/runs/nope/metrics").status_code == 404
+        assert c.get("/api/runs/..%2Fx/metrics").status_code in (404, 422)
+        assert c.get("/").status_code == 200 and "cheetah dashboard" in c.get("/").text
+
+
+def test_token_guards_the_api(runs_dir, tmp_path):
+    with client(runs_dir, tmp_path, token="s3cret-token-0123456789") as c:
+        assert c.get("/api/runs").status_code == 401
+        ok = c.get("/api/runs", headers={"Authorization": "Bearer s3cret-token-0123456789"})
+        assert ok.status_code == 200
+        assert c.get("/").status_code == 200  # the page itself carries no data
+
+
+def test_fleet_reports_a_dead_server_without_failing(runs_dir, tmp_path):
+    with client(runs_dir, tmp_path, env_urls=["http://127.0.0.1:9"], env_token="t" * 16) as c:
+        [s] = c.get("/api/fleet").json()
+        assert s["healthy"] is False and s["error"]
+
+
+def test_background_job_runs_the_agent_on_an_isolated_copy(runs_dir, tmp_path):
+    script = tmp_path / "steps.json"
+    script.write_text(json.dumps(['<tool name="list_dir"></tool>', "Nothing to change."]))
+    with client(runs_dir, tmp_path) as c:
+        bad = c.post("/api/jobs", json={"query": "q", "repo": str(tmp_path / "nope"), "model": "x"})
+        assert bad.status_code == 400 and "not a directory" in bad.json()["detail"]
+        job = c.post(
+            "/api/jobs",
+            json={"query": "look around", "repo": str(SAMPLE_REPO), "model": f"scripted:{script}"},
+        ).json()
+        deadline = time.monotonic() + 120
+        while c.get(f"/api/jobs/{job['id']}").json()["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        detail = c.get(f"/api/jobs/{job['id']}").json()
+        assert detail["status"] == "finished" and detail["exit_code"] == 0, detail["log"]
+        assert detail["trajectory"]["stop_reason"] == "finished"
+        assert [j["id"] for j in c.get("/api/jobs").json()] == [job["id"]]
+        assert c.post(f"/api/jobs/{job['id']}/cancel").status_code == 409

@@ -1,0 +1,68 @@
+"""The dashboard in a real browser: Playwright driving Debian's chromium (installed by make)."""
+
+import shutil
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from cheetah.sandbox.launch import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def dashboard(runs_dir, tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cheetah.cli", "dashboard", "--runs", str(runs_dir),
+         "--port", str(port), "--jobs-dir", str(tmp_path / "jobs")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/api/runs", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, "dashboard did not start"
+        time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, tmp_path):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(dashboard)
+        page.wait_for_selector("#timeline rect.rollout")
+        assert page.locator("#runs-list li").first.inner_text().startswith("demo")
+        assert page.locator("#curves polyline.curve").count() == 3
+        assert page.locator("#timeline rect.rollout").count() == 6
+        assert "after 0.250" in page.locator("#run-summary").inner_text()
+        page.locator("#rollouts tr[data-rollout='5']").click()
+        page.wait_for_selector("#trajectory .msg")
+        assert "fix task 5" in page.locator("#trajectory").inner_text()
+
+        page.locator("nav button[data-tab='fleet']").click()
+        page.wait_for_selector("#fleet tbody td")
+        assert "no env servers configured" in page.locator("#fleet").inner_text()
+
+        page.locator("nav button[data-tab='jobs']").click()
+        page.fill("#job-form input[name=query]", "do something")
+        page.fill("#job-form input[name=repo]", str(tmp_path / "missing"))
+        page.locator("#job-form button").click()
+        page.wait_for_function("document.getElementById('job-error').textContent.length > 0")
+        assert "not a directory" in page.locator("#job-error").inner_text()
+        assert errors == []
+        browser.close()
