@@ -169,6 +169,7 @@ class EnvFleet:
         """Create a session on the least-loaded server; wait while all are full."""
         deadline = time.monotonic() + self.max_wait_s
         delay = self.backoff_s
+        reuploaded: set[tuple[str, str]] = set()
         while True:
             full: set[str] = set(avoid or ())
             while (server := self._pick(full)) is not None:
@@ -180,6 +181,12 @@ class EnvFleet:
                 except ServerDown:
                     server.healthy = False
                 except EnvError as e:
+                    key = (server.url, snapshot.partition(":")[2])
+                    if e.status == 404 and key in self._uploaded and key not in reuploaded:
+                        # the server lost the upload (a fresh disk behind the same URL): again
+                        self._uploaded.discard(key)
+                        reuploaded.add(key)
+                        continue
                     if e.status != 429:
                         raise
                     server.sessions = max(server.sessions, server.capacity)

@@ -114,7 +114,7 @@ class LocalEnvServer:
             argv += ["--config", str(cfg)]
         self.log_path = self.workdir / f"env-server-{self.port}.log"
         log = self.log_path.open("w")
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
         try:
             return subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent

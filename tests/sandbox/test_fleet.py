@@ -138,3 +138,22 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_serve
         assert traj["grade"]["touched"] and not traj["grade"]["errors"]
     finally:
         await fleet.aclose()
+
+
+async def test_fleet_uploads_again_when_a_server_lost_the_snapshot(env_server):
+    from cheetah.sandbox.config import default_base_dir
+    from cheetah.tasks.remote import pack_tree
+
+    a = env_server(token=TOKEN)
+    fleet = EnvFleet([a.url], TOKEN, max_wait_s=10)
+    try:
+        snapshot = fleet.add_snapshot(pack_tree(SAMPLE_REPO))
+        await fleet.create_session(snapshot)
+        stored = default_base_dir() / "uploads" / f"{snapshot.partition(':')[2]}.tar"
+        stored.unlink()  # as if a fresh machine now answered at the same URL
+        s2 = await fleet.create_session(snapshot)
+        assert stored.is_file()
+        [r] = await fleet.run_tools(s2.session_id, parse_message('<tool name="list_dir"></tool>'))
+        assert "textkit/" in r.output
+    finally:
+        await fleet.aclose()
