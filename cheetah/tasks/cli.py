@@ -63,13 +63,19 @@ def _sessions(args: argparse.Namespace):
     if args.env_url or args.sandbox == "fleet":
         token = None
         if args.env_url:
-            if not args.env_token_file:
-                raise SystemExit("--env-url needs --env-token-file (the servers' bearer token)")
             from cheetah.sandbox.server import read_token
 
             token = read_token(args.env_token_file)
         return fleet_factory(args.env_url or [], token, backend="isolated")
     return contextlib.nullcontext(factory_for(args.sandbox))
+
+
+def _bad_session_args(args: argparse.Namespace, verb: str) -> bool:
+    """Print what is wrong with --env-url/--env-token-file (before any work starts)."""
+    if args.env_url and not args.env_token_file:
+        print(f"cheetah {verb}: --env-url needs --env-token-file", file=sys.stderr)
+        return True
+    return False
 
 
 async def _with_sessions(args: argparse.Namespace, job):
@@ -85,7 +91,7 @@ def _validate(args: argparse.Namespace) -> int:
     from cheetah.tasks.validate import validate_tasks
 
     tasks = _load(args.file, args, "tasks validate")
-    if tasks is None:
+    if tasks is None or _bad_session_args(args, "tasks validate"):
         return 2
     console = Console(stderr=True)
     progress, bar = _progress(console, len(tasks), "validating")
@@ -163,7 +169,7 @@ def _eval(args: argparse.Namespace) -> int:
     from cheetah.tasks.report import write_report
 
     tasks = _load(args.tasks, args, "eval")
-    if tasks is None:
+    if tasks is None or _bad_session_args(args, "eval"):
         return 2
     if not tasks:
         print("cheetah eval: no task matches the filters", file=sys.stderr)

@@ -68,3 +68,14 @@ def test_eval_scripted_model_gets_a_fresh_script_per_sample(calc_repo, tmp_path,
     assert "pass@1 0.000  pass@2 0.000" in capsys.readouterr().out
     report = json.loads((out / "report.json").read_text())
     assert [s["stop_reason"] for s in report["samples"]] == ["finished", "finished"]
+
+
+def test_env_url_without_a_token_file_is_refused_before_any_work(tmp_path, capsys):
+    from cheetah.cli import main
+    from tests.conftest import REPO_ROOT
+
+    tasks = REPO_ROOT / "benchmarks" / "tasks.jsonl"
+    argv = ["eval", "--tasks", str(tasks), "--model", "oracle", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--env-url", "http://127.0.0.1:9"]) == 2
+    assert "--env-url needs --env-token-file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
