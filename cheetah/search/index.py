@@ -145,19 +145,19 @@ class CodeIndex:
         changed = sorted(
             p for p, sha in hashes.items() if p not in self.files or self.files[p].sha != sha
         )
-        chunks: list[Chunk] = []
-        owners: list[str] = []
+        per_file: dict[str, list[Chunk]] = {}
         for p in changed:
             data = read.get(p)
             if data is None:
                 data = (self.root / p).read_bytes()
-            for c in chunk_file(p, data.decode("utf-8", errors="replace")):
-                chunks.append(c)
-                owners.append(p)
+            per_file[p] = chunk_file(p, data.decode("utf-8", errors="replace"))
+        chunks = [c for p in changed for c in per_file[p]]
         vectors = self.embedder.embed([c.embed_text for c in chunks])
-        for p in changed:
-            rows = [i for i, o in enumerate(owners) if o == p]
-            self.files[p] = _File(hashes[p], [chunks[i] for i in rows], vectors[rows])
+        start = 0
+        for p in changed:  # each file's vectors are the next len(its chunks) rows
+            n = len(per_file[p])
+            self.files[p] = _File(hashes[p], per_file[p], vectors[start : start + n])
+            start += n
         self.dirs = dirs
         self._matrix = None
         stats.changed, stats.chunks_embedded = changed, len(chunks)

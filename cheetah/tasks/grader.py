@@ -44,7 +44,7 @@ from ruff.__main__ import find_ruff_bin
 
 from cheetah.harness.trajectory import Trajectory
 from cheetah.sandbox.workspace import PathError
-from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree
+from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree, with_changes
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskWorkspace
 
@@ -327,18 +327,14 @@ async def install_hidden(
 
     ``tree`` is the workspace's current files; returns them as they are afterwards.
     """
-    after = dict(tree)
-    changes: dict[str, bytes | None] = {}
-    for rel, content in task.hidden_files.items():
-        changes[rel] = after[rel] = content.encode("utf-8")
+    changes: dict[str, bytes | None] = {
+        rel: content.encode("utf-8") for rel, content in task.hidden_files.items()
+    }
+    after = with_changes(tree, changes)
     if task.test_patch:
-        for rel, text in patch_tree(after, task.test_patch).items():
-            data = None if text is None else text.encode("utf-8")
-            changes[rel] = data
-            if data is None:
-                after.pop(rel, None)
-            else:
-                after[rel] = data
+        patched = patch_tree(after, task.test_patch)
+        changes.update(patched)
+        after = with_changes(after, patched)
     if changes:
         await workspace.write_files(changes)
     return after

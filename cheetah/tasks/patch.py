@@ -161,14 +161,26 @@ def patch_files(text: str, read: Callable[[str], str | None]) -> dict[str, str |
     return results
 
 
-def patch_tree(tree: dict[str, bytes], text: str) -> dict[str, str | None]:
-    """``patch_files`` over an in-memory tree (as ``read_tree`` returns)."""
+def patch_tree(tree: dict[str, bytes], text: str) -> dict[str, bytes | None]:
+    """``patch_files`` over an in-memory tree (as ``read_tree`` returns), as UTF-8 bytes."""
 
     def read(rel: str) -> str | None:
         data = tree.get(rel)
         return None if data is None else data.decode("utf-8")
 
-    return patch_files(text, read)
+    changes = patch_files(text, read)
+    return {k: None if v is None else v.encode("utf-8") for k, v in changes.items()}
+
+
+def with_changes(tree: dict[str, bytes], changes: dict[str, bytes | None]) -> dict[str, bytes]:
+    """A copy of ``tree`` with ``changes`` applied (``None`` deletes a file)."""
+    after = dict(tree)
+    for rel, data in changes.items():
+        if data is None:
+            after.pop(rel, None)
+        else:
+            after[rel] = data
+    return after
 
 
 def apply_patch(root: str | Path, text: str) -> list[str]:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from cheetah.sandbox.workspace import PathError
 from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
-from cheetah.tasks.patch import PatchError, patch_tree
+from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import SessionFactory, TaskSetupError, open_task
 
@@ -45,16 +45,6 @@ def _leaks(tree: dict[str, bytes], task: Task) -> list[str]:
     return problems
 
 
-def _with_changes(tree: dict[str, bytes], changes: dict[str, str | None]) -> dict[str, bytes]:
-    after = dict(tree)
-    for rel, text in changes.items():
-        if text is None:
-            after.pop(rel, None)
-        else:
-            after[rel] = text.encode("utf-8")
-    return after
-
-
 async def _state(
     factory: SessionFactory, task: Task, config: GraderConfig, *, solved: bool
 ) -> list[str]:
@@ -69,10 +59,8 @@ async def _state(
                 changes = patch_tree(tree, task.reference_patch or "")
             except (PatchError, UnicodeDecodeError) as e:
                 return [f"reference patch does not apply: {e}"]
-            await ws.write_files(
-                {k: None if v is None else v.encode("utf-8") for k, v in changes.items()}
-            )
-            tree = _with_changes(tree, changes)
+            await ws.write_files(changes)
+            tree = with_changes(tree, changes)
         try:
             tree = await install_hidden(ws, task, tree)
         except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
