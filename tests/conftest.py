@@ -1,4 +1,11 @@
-"""Fixtures shared across the suite: small workspaces and a one-call tool runner."""
+"""Fixtures shared across the suite: small workspaces and a one-call tool runner.
+
+Hypothesis runs under the ``cheetah`` profile, loaded here before any test module is
+imported (so every ``@settings`` inherits it): the same examples on every run
+(derandomized, no example database), no deadline and no too-slow health check, so
+the suite's outcome never depends on how busy the machine is. Tests may lower
+``max_examples`` but not set a deadline (checked at collection).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from cheetah.harness.protocol import ToolCall, ToolResult
 from cheetah.sandbox.workspace import LocalWorkspace
@@ -16,6 +24,30 @@ from cheetah.tools.batch import run_batch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "cheetah" / "data" / "sample_repo"
 FIX_SCRIPT = REPO_ROOT / "cheetah" / "data" / "scripts" / "fix_sample_repo.json"
+
+settings.register_profile(
+    "cheetah",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.load_profile("cheetah")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A hypothesis test that sets a deadline (or re-enables the too-slow check) would make
+    the suite depend on machine load again: refuse to run it."""
+    for item in items:
+        used = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        if used is not None and (
+            used.deadline is not None or HealthCheck.too_slow not in used.suppress_health_check
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid}: hypothesis settings must keep deadline=None and suppress "
+                "HealthCheck.too_slow (the suite's 'cheetah' profile, tests/conftest.py)"
+            )
 
 
 @pytest.fixture

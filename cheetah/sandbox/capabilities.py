@@ -4,7 +4,9 @@ Checks: bubblewrap runs (as the sandbox uid when we are root, else as ourselves)
 with new user, pid, net, ipc and uts namespaces; overlayfs and tmpfs can be mounted
 (root only); cgroup v1 memory, pids and cpu hierarchies accept child groups. The
 isolated backend refuses to start without bubblewrap; it never falls back to
-running commands unsandboxed.
+running commands unsandboxed. Without the pids cgroup, a session's processes are
+bounded only by RLIMIT_NPROC, which counts all processes of the uid, so all
+sessions share it; ``describe`` says which applies.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ class Capabilities:
             f"cgroup v1 limits: {', '.join(self.cgroups)}"
             if self.cgroups
             else "no cgroup limits (rlimits only)",
-            "rlimits: CPU time, file size, processes, open files",
+            "rlimits: CPU time, file size, open files (processes: the pids cgroup per session)"
+            if "pids" in self.cgroups
+            else "rlimits: CPU time, file size, processes (shared by all sessions), open files",
         ]
         return "; ".join(parts)
 

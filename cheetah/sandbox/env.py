@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import os
 import re
 import time
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,14 +40,15 @@ from cheetah.sandbox.protocol import (
     Stats,
     WriteFilesRequest,
 )
-from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec
-from cheetah.sandbox.workspace import PathError, TreeTooLarge, read_tree, resolve_path
+from cheetah.sandbox.reclaim import InvalidSessionId, SessionIdTaken, check_session_id
+from cheetah.sandbox.safefs import SafeRoot, read_tree, split
+from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec, UploadWriter
+from cheetah.sandbox.workspace import PathError, TreeTooLarge
 from cheetah.tools import default_tools
 from cheetah.tools.base import Limits, ToolContext
 from cheetah.tools.batch import run_batch
-from cheetah.tools.files import write_bytes, write_text
 
-MAX_TREE_BYTES = 256 << 20  # what read_files returns at most
+MAX_TREE_BYTES = 64 << 20  # what read_files returns at most
 MAX_UPLOAD_BYTES = 1 << 30  # largest snapshot tarball accepted
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -97,6 +98,10 @@ class LocalEnv:
         return self.backend.describe()
 
     def _get(self, session_id: str) -> _Session:
+        try:
+            check_session_id(session_id)
+        except InvalidSessionId as e:
+            raise EnvError(str(e), 400) from None
         s = self.sessions.get(session_id)
         if s is None:
             raise EnvError(f"no session {session_id!r} (closed, reaped, or never created)", 404)
@@ -110,6 +115,13 @@ class LocalEnv:
     async def create_session(
         self, snapshot: str, session_id: str | None = None, refresh: bool = False
     ) -> SessionInfo:
+        """A new session; a client-given ``session_id`` must be an opaque token (400 if not,
+        see ``reclaim.check_session_id``) and new on this server and its base dir (409)."""
+        try:
+            if session_id is not None:
+                check_session_id(session_id)
+        except InvalidSessionId as e:
+            raise EnvError(str(e), 400) from None
         self._check_capacity()
         if session_id is not None and session_id in self.sessions:
             raise EnvError(f"session {session_id!r} already exists", 409)
@@ -122,6 +134,8 @@ class LocalEnv:
             bs = await self.backend.create(spec, session_id, refresh)
         except SnapshotError as e:
             raise EnvError(str(e), 400) from None
+        except SessionIdTaken as e:  # another server on the same base dir has it
+            raise EnvError(str(e), 409) from None
         finally:
             self._pending -= 1
         return self._register(bs, snapshot)
@@ -146,17 +160,30 @@ class LocalEnv:
 
     def put_upload(self, sha: str, data: bytes) -> None:
         """Keep a snapshot tarball under its sha256 (refused when the bytes do not match)."""
-        path = self._upload_path(sha)
         if len(data) > MAX_UPLOAD_BYTES:
             raise EnvError(f"snapshot of {len(data)} bytes is over {MAX_UPLOAD_BYTES}", 413)
-        if hashlib.sha256(data).hexdigest() != sha:
-            raise EnvError("snapshot bytes do not match their sha256", 400)
-        if path.is_file():
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{sha}.{os.getpid()}.{id(data)}.part")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        with UploadWriter(self._upload_path(sha), sha, MAX_UPLOAD_BYTES) as upload:
+            upload.write(data)
+            upload.commit()
+
+    async def put_upload_stream(
+        self, sha: str, chunks: AsyncIterable[bytes], max_bytes: int = MAX_UPLOAD_BYTES
+    ) -> None:
+        """``put_upload`` for a body that arrives in pieces (the server's PUT): streamed to
+        a temporary file while hashed and counted, never held whole in memory."""
+        path = self._upload_path(sha)  # a bad id is refused before the body is read
+        upload = await asyncio.to_thread(UploadWriter, path, sha, max_bytes)
+        try:
+            pending = bytearray()
+            async for chunk in chunks:
+                pending += chunk
+                if len(pending) >= 1 << 20:
+                    await asyncio.to_thread(upload.write, bytes(pending))
+                    pending.clear()
+            await asyncio.to_thread(upload.write, bytes(pending))
+            await asyncio.to_thread(upload.commit)
+        finally:
+            upload.discard()
 
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
@@ -199,10 +226,9 @@ class LocalEnv:
             await asyncio.to_thread(s.backend_session.kill_processes)
             for rel, content in request.hidden_files.items():
                 try:
-                    target = resolve_path(bs.root, rel)
+                    await asyncio.to_thread(SafeRoot(bs.root).write, rel, content.encode())
                 except PathError as e:
                     raise EnvError(f"hidden file {rel!r}: {e}", 400) from None
-                await asyncio.to_thread(write_text, target, content)
             checks = []
             for command in request.commands:
                 r = await bs.exec(command, timeout_s=request.timeout_s, output_limit=32_000)
@@ -225,31 +251,39 @@ class LocalEnv:
                 tree = await asyncio.to_thread(read_tree, s.backend_session.root, MAX_TREE_BYTES)
             except TreeTooLarge as e:
                 raise EnvError(str(e), 413) from None
+            except PathError as e:
+                raise EnvError(str(e), 400) from None
         return FilesResponse.of(tree)
 
     async def write_files(self, session_id: str, request: WriteFilesRequest) -> None:
-        """Write or delete files (all paths are checked before anything is written)."""
+        """Write or delete files. Every path is checked (as a path, and against what is there
+        now, under the session lock) before anything is written; the writes themselves go by
+        descriptor, so a path the session swaps meanwhile fails instead of leading elsewhere."""
         s = self._get(session_id)
-        root = s.backend_session.root
-        changes = request.changes()
-        targets = {}
-        for rel in changes:
-            try:
-                targets[rel] = resolve_path(root, rel)
-            except PathError as e:
-                raise EnvError(f"file {rel!r}: {e}", 400) from None
-            if targets[rel] == root.resolve() or targets[rel].is_dir():
-                raise EnvError(f"file {rel!r} is a directory", 400)
+        try:
+            changes = request.changes()
+            for rel in changes:
+                split(rel)
+        except (PathError, ValueError) as e:
+            raise EnvError(f"{e}", 400) from None
+        files = SafeRoot(s.backend_session.root)
 
         def apply() -> None:
             for rel, data in changes.items():
+                kind = files.kind(rel)
+                if kind not in (None, "file") and not (data is None and kind in ("link", "other")):
+                    raise PathError(f"file {rel!r} is a {'directory' if kind == 'dir' else kind}")
+            for rel, data in changes.items():
                 if data is None:
-                    targets[rel].unlink(missing_ok=True)
+                    files.unlink(rel)
                 else:
-                    write_bytes(targets[rel], data)
+                    files.write(rel, data)
 
         async with s.lock:
-            await asyncio.to_thread(apply)
+            try:
+                await asyncio.to_thread(apply)
+            except PathError as e:
+                raise EnvError(str(e), 400) from None
 
     async def exec(self, session_id: str, request: ExecRequest) -> ExecResponse:
         s = self._get(session_id)
@@ -267,7 +301,8 @@ class LocalEnv:
         return ExecResponse(**dataclasses.asdict(r))
 
     async def stop(self, session_id: str) -> None:
-        """Kill every process of the session (what the agent left running)."""
+        """Kill every process of the session (what the agent left running), commands that
+        are still starting included (``IsolatedSession.kill_processes``)."""
         s = self._get(session_id)
         await asyncio.to_thread(s.backend_session.kill_processes)
 

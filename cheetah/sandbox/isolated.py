@@ -4,43 +4,63 @@ Per session on the host (``base_dir/sessions/<id>``):
 
 - ``layer/``: a tmpfs of ``disk_mb`` holding the overlay ``upper`` and ``work`` dirs,
   so a session's changes are capped in size and a reset is an unmount;
-- ``merged/``: the overlay of ``upper`` on the snapshot; file tools act here (after
-  ``resolve_path``), commands see it as ``/workspace``.
+- ``merged/``: the overlay of ``upper`` on the snapshot; commands see it as
+  ``/workspace``; the host's file tools, diff and file API reach it only by descriptor
+  through ``safefs.SafeRoot`` (no path of session content is resolved on the host,
+  no link followed, only regular files read, reads capped), and a command's cwd is
+  resolved by bwrap inside the sandbox.
 
-Each command runs as ``sh`` (root) joining the session's cgroups -> ``prlimit``
-(CPU time, file size, processes, open files) -> ``setpriv`` to the sandbox uid ->
+Each command runs as ``sh`` (root) joining the session's cgroups (and killing itself
+if the session was stopped since the command began) -> ``prlimit`` (CPU time, file
+size, open files; processes only where no pids cgroup bounds the session, since
+RLIMIT_NPROC counts the uid every session shares) -> ``setpriv`` to the sandbox uid ->
 ``bwrap`` with new user, pid, net, ipc, uts and cgroup namespaces, read-only
 ``/usr`` and interpreter, a private ``/tmp`` and ``/dev``, ``/proc/sys`` read-only,
 no network but loopback. Close kills every process in the session's cgroups and
-unmounts. Without root there is no overlay (the session is a copy) and no cgroup,
+unmounts. Session ids are opaque tokens (``reclaim.check_session_id``), never paths;
+each session dir records its server (``owner.json``) so that a server starting on the
+same base dir reclaims what a dead one left (``reclaim.reclaim_dead_sessions``). Without root there is no overlay (the session is a copy) and no cgroup,
 and bwrap runs as the calling user; ``capabilities.detect`` says which applies.
 
 Deliberately left out: seccomp filters, a full VM (no guest boots on these hosts).
-Known gap: host-side file tools check paths and then open them; a command running
-concurrently in the same session could swap a path component for a symlink in
-between. Commands cannot see the host, so the race can only expose files that the
-host process can read and a symlink can name.
+Longer than most modules because a session's lifecycle and its launcher command line
+belong together; what stands apart lives beside it (safefs, diff, procs, reclaim).
+tests/sandbox/test_host_attacks.py attacks the host side (swap races, planted links,
+FIFOs, sparse files) and must find nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
+import contextlib
 import hashlib
+import logging
 import os
+import resource
 import shlex
 import shutil
-import stat
 import sys
+import threading
 import uuid
 from pathlib import Path
 
 from cheetah.sandbox import mounts
 from cheetah.sandbox.capabilities import Capabilities, detect
-from cheetah.sandbox.cgroups import SessionCgroups
+from cheetah.sandbox.cgroups import SessionCgroups, group_name
 from cheetah.sandbox.config import SandboxConfig
+from cheetah.sandbox.diff import changed, layer_paths, tree_files
+from cheetah.sandbox.diff import diff as diff_text
+from cheetah.sandbox.procs import kill_launchers
+from cheetah.sandbox.reclaim import (
+    Owner,
+    SessionIdTaken,
+    check_session_id,
+    reclaim_dead_sessions,
+    write_owner,
+)
+from cheetah.sandbox.safefs import SafeRoot, split
 from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
-from cheetah.sandbox.workspace import ExecResult, resolve_path, run_process
+from cheetah.sandbox.workspace import ExecResult, PathError, run_process
 
 WORKSPACE = "/workspace"
 
@@ -72,6 +92,20 @@ class Sandbox:
         self.sessions_dir = base / "sessions"
         self.sessions_dir.mkdir(exist_ok=True)
         os.chmod(self.sessions_dir, 0o711)
+        # Recorded in each session dir, so a later server can tell our sessions from a dead
+        # server's; what a dead one left here (mounts, cgroups, dirs) is taken back now.
+        self.owner = Owner.current()
+        self.reclaimed = reclaim_dead_sessions(base)
+        for r in self.reclaimed:
+            logging.getLogger(__name__).warning(
+                "reclaimed session %s of dead server pid %s: %d processes killed, "
+                "%d mounts, %d cgroups",
+                r.session_id,
+                r.owner_pid,
+                r.killed,
+                len(r.unmounted),
+                len(r.cgroups),
+            )
         self.etc = self._write_etc(base / "etc")
         self.runtime = self._mount_runtime(base / "runtime")
 
@@ -110,6 +144,10 @@ class Sandbox:
     async def create(
         self, spec: SnapshotSpec, session_id: str | None = None, refresh: bool = False
     ) -> IsolatedSession:
+        """A new session; ``InvalidSessionId`` for an id that is not an opaque token,
+        ``SessionIdTaken`` when the base dir already has a session of that id."""
+        if session_id is not None:
+            check_session_id(session_id)  # before anything touches the disk
         lower = await asyncio.to_thread(self.snapshots.materialize, spec, refresh)
         session = IsolatedSession(self, lower, session_id or uuid.uuid4().hex[:12])
         await asyncio.to_thread(session.setup)
@@ -120,12 +158,18 @@ class IsolatedSession:
     """One sandboxed workspace. Implements the ``Workspace`` protocol."""
 
     def __init__(self, sandbox: Sandbox, lower: Path, session_id: str) -> None:
-        self.sandbox, self.lower, self.id = sandbox, lower, session_id
+        self.sandbox, self.lower, self.id = sandbox, lower, check_session_id(session_id)
         self.dir = sandbox.sessions_dir / session_id
         self.layer = self.dir / "layer"
         self.merged = self.dir / "merged"
+        self.epoch_file = self.dir / "stop-epoch"
         self.cgroups: SessionCgroups | None = None
         self.closed = False
+        # Bumped by every kill_processes; a launcher built before the bump kills itself
+        # instead of starting the command (see _argv), which closes the window in which
+        # a command is spawned but not yet in the session's cgroups.
+        self.stop_epoch = 0
+        self._stop_lock = threading.Lock()
 
     # -- Workspace protocol -------------------------------------------------
     @property
@@ -137,9 +181,10 @@ class IsolatedSession:
     ) -> ExecResult:
         if self.closed:
             raise RuntimeError(f"session {self.id} is closed")
-        workdir = resolve_path(self.merged, cwd, must_exist=True)
-        inside = WORKSPACE + "/" + workdir.relative_to(self.merged.resolve()).as_posix()
-        argv = self._argv(command, inside.rstrip("/.") or WORKSPACE)
+        parts = split(cwd) if cwd.strip() not in ("", ".") else ()
+        if SafeRoot(self.merged).kind(cwd) != "dir":  # only for a clear error: bwrap resolves it
+            raise PathError(f"cwd {cwd!r} is not a directory of the workspace")
+        argv = self._argv(command, "/".join((WORKSPACE, *parts)))
         return await run_process(
             argv,
             cwd=self.dir,
@@ -150,18 +195,35 @@ class IsolatedSession:
 
     # -- lifecycle -------------------------------------------------------------
     def setup(self, copy_from: IsolatedSession | None = None) -> None:
-        """Directories, cgroups and layers; the files are the snapshot's, or ``copy_from``'s."""
-        self.dir.mkdir(mode=0o711)
-        caps, cfg = self.sandbox.caps, self.sandbox.cfg
-        if caps.cgroups:
-            self.cgroups = SessionCgroups(self.id, caps.cgroups, cfg)
-        if caps.overlay:
-            self.merged.mkdir()
-            self.layer.mkdir()
-            self._mount_layers(upper_from=copy_from.layer / "upper" if copy_from else None)
-        else:
-            source = copy_from.merged if copy_from else self.lower
-            shutil.copytree(source, self.merged, symlinks=True)
+        """Directories, owner record, cgroups and layers; the files are the snapshot's, or
+        ``copy_from``'s. ``SessionIdTaken`` if the dir exists; on any other failure what was
+        made is taken down again."""
+        try:
+            self.dir.mkdir(mode=0o711)
+        except FileExistsError:
+            raise SessionIdTaken(f"session {self.id!r} already exists") from None
+        try:
+            write_owner(self.dir, self.sandbox.owner)  # first: reclaim skips dirs without one
+            self._write_epoch()
+            caps, cfg = self.sandbox.caps, self.sandbox.cfg
+            if caps.cgroups:
+                name = group_name(cfg.base_dir, self.id)
+                self.cgroups = SessionCgroups(name, caps.cgroups, cfg)
+            if caps.overlay:
+                self.merged.mkdir()
+                self.layer.mkdir()
+                self._mount_layers(upper_from=copy_from.layer / "upper" if copy_from else None)
+            else:
+                source = copy_from.merged if copy_from else self.lower
+                shutil.copytree(source, self.merged, symlinks=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def _write_epoch(self) -> None:
+        tmp = self.dir / ".stop-epoch.tmp"
+        tmp.write_text(str(self.stop_epoch))
+        tmp.replace(self.epoch_file)
 
     def _mount_layers(self, upper_from: Path | None = None) -> None:
         cfg = self.sandbox.cfg
@@ -196,7 +258,16 @@ class IsolatedSession:
                     mounts.umount(target, lazy=True)
 
     def kill_processes(self) -> int:
-        return self.cgroups.kill_all() if self.cgroups else 0
+        """Kill every process of the session, commands still starting included; returns how
+        many were killed. The stop epoch goes up first, so a launcher that has not joined the
+        cgroups by the time they are emptied finds the new epoch and kills itself (_argv)."""
+        with self._stop_lock:
+            self.stop_epoch += 1
+            with contextlib.suppress(OSError):  # the dir is gone once closed
+                self._write_epoch()
+        if self.cgroups:
+            return self.cgroups.kill_all()
+        return kill_launchers(self.dir)
 
     def reset(self) -> None:
         """Back to the snapshot: processes killed, changes dropped."""
@@ -227,18 +298,36 @@ class IsolatedSession:
     # -- diff ------------------------------------------------------------------
     def changed_paths(self) -> list[str]:
         """Workspace-relative paths that differ from the snapshot (added, changed, deleted)."""
+        lower, merged = SafeRoot(self.lower), SafeRoot(self.merged)
         if self.sandbox.caps.overlay:
-            candidates = _layer_paths(self.layer / "upper", self.lower)
+            candidates = layer_paths(SafeRoot(self.layer / "upper"), lower)
         else:
-            candidates = _tree_files(self.lower) | _tree_files(self.merged)
-        return sorted(p for p in candidates if _differs(self.lower / p, self.merged / p))
+            candidates = tree_files(lower) | tree_files(merged)
+        return changed(lower, merged, candidates)
 
     def diff(self) -> str:
-        """A unified diff (a/ = snapshot, b/ = now), binary files named, not shown."""
-        return "".join(file_diff(self.lower / p, self.merged / p, p) for p in self.changed_paths())
+        """A unified diff (a/ = snapshot, b/ = now), binary and large files named, not shown."""
+        return diff_text(SafeRoot(self.lower), SafeRoot(self.merged), self.changed_paths())
 
     # -- command line ------------------------------------------------------------
-    def _argv(self, command: str, cwd_inside: str) -> list[str]:
+    def _argv(self, command: str, cwd_inside: str, epoch: int | None = None) -> list[str]:
+        """The launcher: ``sh`` joins the session's cgroups (as root), checks the stop epoch,
+        then execs ``prlimit`` -> ``setpriv`` (as root) -> ``bwrap`` -> ``bash -c command``.
+
+        ``epoch`` is the stop epoch the command began under (the current one by default; an
+        ``exec`` that awaits before building its argv passes the one it saw on entry). When
+        ``kill_processes`` has run since, the launcher kills itself instead of starting the
+        command: either it joined the cgroups before they were emptied (and died there), or
+        it reads the new epoch after joining. Without cgroups the same holds for the /proc
+        scan of ``procs.kill_launchers``, which finds the launcher by its cwd.
+
+        Processes: with the pids cgroup, the session's ``pids.max`` is its limit and
+        RLIMIT_NPROC is lifted to the server's hard limit (``unlimited`` where the server may
+        raise it), since it counts every process of the sandbox uid, which all sessions
+        share: at ``nproc``, one session's processes would make every other session's bwrap
+        fail. Without the pids cgroup, ``nproc`` is the only backstop and it is shared by all
+        sessions (and, not as root, with the server's own user).
+        """
         sb, cfg = self.sandbox, self.sandbox.cfg
         bwrap = [
             sb.caps.bwrap or "bwrap",
@@ -328,15 +417,30 @@ class IsolatedSession:
             f"--nofile={cfg.open_files}",
             "--core=0",
         ]
-        if not sb.caps.root:
-            return [*limits, f"--nproc={cfg.nproc}", "--", *bwrap]
-        drop = ["setpriv", f"--reuid={cfg.uid}", f"--regid={cfg.gid}", "--clear-groups", "--"]
-        chain = [*limits, f"--nproc={cfg.nproc}", "--", *drop, *bwrap]
+        per_session = self.cgroups is not None and "pids" in self.cgroups.dirs
+        chain = [*limits, f"--nproc={_nproc_ceiling() if per_session else cfg.nproc}", "--"]
+        if sb.caps.root:
+            chain += ["setpriv", f"--reuid={cfg.uid}", f"--regid={cfg.gid}", "--clear-groups"]
+            chain += ["--"]
+        chain += bwrap
         joins = "".join(
             f"echo $$ > {shlex.quote(str(f))} && "
             for f in (self.cgroups.procs_files() if self.cgroups else [])
         )
-        return ["/bin/sh", "-c", f"{joins}exec {shlex.join(chain)}"]
+        with self._stop_lock:  # not between a stop's bump and its write of the epoch file
+            epoch = self.stop_epoch if epoch is None else epoch
+        check = (
+            f"read -r e 2>/dev/null < {shlex.quote(str(self.epoch_file))}; "
+            f'[ "$e" = {int(epoch)} ] || kill -9 $$; '
+        )
+        return ["/bin/sh", "-c", f"{joins}{{ {check}exec {shlex.join(chain)}; }}"]
+
+
+def _nproc_ceiling() -> str:
+    """The highest RLIMIT_NPROC this process may give (raising the hard limit needs
+    CAP_SYS_RESOURCE, which a container's root often lacks)."""
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    return "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
 
 
 def _same_dir(a: Path, b: Path) -> bool:
@@ -352,74 +456,3 @@ def _copy_layer(src: Path, dest: Path) -> None:
     import subprocess
 
     subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
-
-
-def _is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
-def _tree_files(root: Path) -> set[str]:
-    out = set()
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            out.add(os.path.relpath(os.path.join(dirpath, f), root))
-    return out
-
-
-def _layer_paths(upper: Path, lower: Path) -> set[str]:
-    """Paths an overlay upper layer touches: its files, whiteouts, and what opaque dirs hide."""
-    out = set()
-    for dirpath, dirs, files in os.walk(upper):
-        rel_dir = os.path.relpath(dirpath, upper)
-        try:
-            opaque = os.getxattr(dirpath, "trusted.overlay.opaque") == b"y"
-        except OSError:
-            opaque = False
-        if opaque and rel_dir != ".":
-            out |= {os.path.join(rel_dir, f) for f in _tree_files(lower / rel_dir)}
-        for name in [*files, *dirs]:
-            rel = os.path.normpath(os.path.join(rel_dir, name))
-            st = os.lstat(os.path.join(dirpath, name))
-            if _is_whiteout(st):
-                if (lower / rel).is_dir():
-                    out |= {os.path.join(rel, f) for f in _tree_files(lower / rel)}
-                else:
-                    out.add(rel)
-            elif not stat.S_ISDIR(st.st_mode):
-                out.add(rel)
-    return out
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        if path.is_symlink():
-            return b"symlink -> " + os.readlink(path).encode()
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
-
-
-def _differs(a: Path, b: Path) -> bool:
-    return _read(a) != _read(b)
-
-
-def file_diff(before_path: Path, after_path: Path, name: str) -> str:
-    """One file's unified diff, git-style headers; binary files are named only."""
-    before, after = _read(before_path), _read(after_path)
-    if before == after:
-        return ""
-    a = f"a/{name}" if before is not None else "/dev/null"
-    b = f"b/{name}" if after is not None else "/dev/null"
-    head = f"diff --git a/{name} b/{name}\n"
-    try:
-        old = (before or b"").decode("utf-8")
-        new = (after or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        return f"{head}Binary files {a} and {b} differ\n"
-    if "\x00" in old or "\x00" in new:
-        return f"{head}Binary files {a} and {b} differ\n"
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), a, b)
-    body = "".join(
-        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
-    )
-    return head + body

@@ -9,6 +9,10 @@ full pipe). Stopping closes every session (processes killed, layers unmounted), 
 so does the death of the process that started it (``PR_SET_PDEATHSIG``; start it
 from the main thread, since the signal follows the starting thread).
 
+A server that dies without closing its sessions (``kill``, the OOM killer) leaves
+their mounts and cgroups behind; the next server started on the same base dir takes
+them back (``reclaim.reclaim_dead_sessions``), and so can anyone with ``base_dir``.
+
 Deliberately left out: restarting a server that died (the fleet fails over to
 another server when there is one; with one local server the job sees the error).
 """
@@ -28,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from cheetah.sandbox.config import SandboxConfig
+from cheetah.sandbox.config import SandboxConfig, default_base_dir
 
 PR_SET_PDEATHSIG = 1
 
@@ -78,6 +82,11 @@ class LocalEnvServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_dir(self) -> Path:
+        """Where the server keeps snapshots and sessions (its config's, or the default)."""
+        return self.config.base_dir if self.config is not None else default_base_dir()
 
     @property
     def token_file(self) -> Path:
@@ -150,7 +159,8 @@ class LocalEnvServer:
         raise RuntimeError("env server could not find a free port")
 
     def kill(self) -> None:
-        """SIGKILL: the server dies without closing its sessions (failover tests)."""
+        """SIGKILL: the server dies without closing its sessions (failover tests); their
+        mounts and cgroups stay until a server on ``base_dir`` starts, or a reclaim runs."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

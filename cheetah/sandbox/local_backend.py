@@ -13,7 +13,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from cheetah.sandbox.isolated import _tree_files, file_diff
+from cheetah.sandbox.diff import changed, tree_files
+from cheetah.sandbox.diff import diff as diff_text
+from cheetah.sandbox.safefs import SafeRoot
 from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
 from cheetah.sandbox.workspace import ExecResult, LocalWorkspace
 
@@ -69,13 +71,11 @@ class CopySession:
         return child
 
     def changed_paths(self) -> list[str]:
-        from cheetah.sandbox.isolated import _differs
-
-        both = _tree_files(self.lower) | _tree_files(self.dir)
-        return sorted(p for p in both if _differs(self.lower / p, self.dir / p))
+        lower, now = SafeRoot(self.lower), SafeRoot(self.dir)
+        return changed(lower, now, tree_files(lower) | tree_files(now))
 
     def diff(self) -> str:
-        return "".join(file_diff(self.lower / p, self.dir / p, p) for p in self.changed_paths())
+        return diff_text(SafeRoot(self.lower), SafeRoot(self.dir), self.changed_paths())
 
     def close(self) -> None:
         self.closed = True

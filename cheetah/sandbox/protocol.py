@@ -138,7 +138,14 @@ class WriteFilesRequest(BaseModel):
     files: dict[str, str | None]
 
     def changes(self) -> dict[str, bytes | None]:
-        return {k: None if v is None else base64.b64decode(v) for k, v in self.files.items()}
+        """The decoded changes; ValueError naming the file whose content is not base64."""
+        out: dict[str, bytes | None] = {}
+        for k, v in self.files.items():
+            try:
+                out[k] = None if v is None else base64.b64decode(v, validate=True)
+            except ValueError:
+                raise ValueError(f"file {k!r}: content is not valid base64") from None
+        return out
 
     @classmethod
     def of(cls, changes: dict[str, bytes | None]) -> WriteFilesRequest:

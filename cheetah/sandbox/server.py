@@ -2,7 +2,21 @@
 
 Routes: ``/health``; ``/stats``; ``/sessions`` (create) and, per session,
 ``tools``, ``diff``, ``reset``, ``fork``, ``grade``, ``files`` (GET/PUT), ``exec``,
-``stop`` and DELETE; ``/snapshots/{sha256}`` (HEAD/PUT a tarball).
+``stop`` and DELETE; ``/snapshots/{sha256}`` (HEAD/PUT a tarball). No ``/docs``,
+``/redoc`` or ``/openapi.json``.
+
+The HTTP layer refuses before it reads: the app is wrapped in ``HttpGate``
+(``sandbox/http_gate.py``), which checks the bearer token before anything else (401
+without reading the body) and caps every request body whatever its transfer encoding
+(413 on a ``Content-Length`` over the cap, or as soon as a chunked body passes it):
+``MAX_BODY_BYTES`` (64 MiB) for the JSON routes, ``MAX_UPLOAD_BYTES`` (1 GiB) for
+``PUT /snapshots/{sha256}``. At start, ``CHEETAH_ENV_MAX_BODY_BYTES`` sets the first
+and ``CHEETAH_ENV_MAX_UPLOAD_BYTES`` lowers the second. Routes keep their own token
+dependency as a second check. A snapshot upload is streamed to a temporary file while
+hashed (never whole in memory), checked against its sha256 and renamed into place;
+its extraction, when a session names it, is capped in size and members
+(``sandbox/snapshot.py``). Left out: rate limits, slow-client timeouts beyond
+uvicorn's, and TLS (put the server on a private network or behind a proxy).
 
 Idle sessions are reaped in the background; at capacity, creating a session answers
 429 with ``Retry-After``. Errors answer with ``{"detail": "..."}`` and the status
@@ -20,9 +34,11 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import ClientDisconnect
 
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import MAX_UPLOAD_BYTES, LocalEnv
+from cheetah.sandbox.http_gate import UNAUTHORIZED, HttpGate
 from cheetah.sandbox.protocol import (
     CreateSessionRequest,
     DiffResponse,
@@ -40,6 +56,9 @@ from cheetah.sandbox.protocol import (
     Stats,
     WriteFilesRequest,
 )
+from cheetah.sandbox.snapshot import SnapshotError, env_limit, extract_limits
+
+MAX_BODY_BYTES = 64 << 20  # a JSON request body (tool calls, files to write, grading)
 
 
 def read_token(path: str | Path) -> str:
@@ -52,12 +71,20 @@ def read_token(path: str | Path) -> str:
     return token
 
 
-def create_app(env: LocalEnv, token: str, reap_interval_s: float = 30.0) -> FastAPI:
+def create_app(
+    env: LocalEnv,
+    token: str,
+    reap_interval_s: float = 30.0,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_upload_bytes: int = MAX_UPLOAD_BYTES,
+) -> HttpGate:
+    """The server as an ASGI app: the FastAPI routes inside ``HttpGate`` (``.app``)."""
     bearer = HTTPBearer(auto_error=False)
 
     def auth(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
         if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
-            raise EnvError("missing or wrong bearer token", 401)
+            raise EnvError(UNAUTHORIZED, 401)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,7 +100,13 @@ def create_app(env: LocalEnv, token: str, reap_interval_s: float = 30.0) -> Fast
             task.cancel()
             await env.close_all()
 
-    app = FastAPI(title="cheetah env server", lifespan=lifespan)
+    app = FastAPI(
+        title="cheetah env server",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     @app.exception_handler(EnvError)
     async def env_error(request: Request, exc: EnvError) -> JSONResponse:
@@ -139,17 +172,29 @@ def create_app(env: LocalEnv, token: str, reap_interval_s: float = 30.0) -> Fast
 
     @app.put("/snapshots/{sha}", dependencies=guarded, status_code=201)
     async def put_snapshot(sha: str, request: Request) -> None:
-        size = int(request.headers.get("content-length") or 0)
-        if size > MAX_UPLOAD_BYTES:
-            raise EnvError(f"snapshot of {size} bytes is over {MAX_UPLOAD_BYTES}", 413)
-        data = await request.body()
-        await asyncio.to_thread(env.put_upload, sha, data)
+        # The gate has refused a Content-Length over the cap and counts a chunked body.
+        try:
+            await env.put_upload_stream(sha, request.stream(), max_upload_bytes)
+        except ClientDisconnect:
+            raise EnvError("the client went away before the snapshot was complete", 400) from None
 
     @app.delete("/sessions/{sid}", dependencies=guarded, status_code=204)
     async def close(sid: str) -> None:
         await env.close(sid)
 
-    return app
+    return HttpGate(
+        app,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        route_caps=[("PUT", "/snapshots/", max_upload_bytes)],
+    )
+
+
+def _size_setting(name: str, default: int) -> int:
+    try:
+        return env_limit(name, default)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def serve(
@@ -165,7 +210,18 @@ def serve(
     import uvicorn
 
     token = read_token(token_file)
+    max_body = _size_setting("CHEETAH_ENV_MAX_BODY_BYTES", MAX_BODY_BYTES)
+    max_upload = min(
+        _size_setting("CHEETAH_ENV_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES), MAX_UPLOAD_BYTES
+    )
+    try:
+        extract_limits()  # a bad CHEETAH_SNAPSHOT_MAX_* stops the server now, not a session later
+    except SnapshotError as e:
+        raise SystemExit(str(e)) from None
     cfg = SandboxConfig.from_toml(config) if config else SandboxConfig()
     env = LocalEnv(backend, config=cfg, capacity=capacity, idle_timeout_s=idle_timeout_s)  # type: ignore[arg-type]
     print(f"cheetah env server on http://{host}:{port}  isolation: {env.isolation}", flush=True)
-    uvicorn.run(create_app(env, token, reap_interval_s), host=host, port=port, log_level="warning")
+    app = create_app(
+        env, token, reap_interval_s, max_body_bytes=max_body, max_upload_bytes=max_upload
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")

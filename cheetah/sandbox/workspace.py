@@ -3,8 +3,9 @@
 Tools act only through a Workspace, so one tool implementation serves the user's
 repo (``LocalWorkspace``, trusted, no isolation) and a sandboxed session (the
 isolated backends in this package). File tools read and write under ``root`` on
-this host after ``resolve_path`` has checked the path; commands go through
-``exec``, which the backend isolates as it sees fit.
+this host by descriptor only (``safefs.SafeRoot``: no path of session content is ever
+resolved on the host); commands go through ``exec``, which the backend isolates as it
+sees fit. ``resolve_path`` remains for the trusted local workspace's command cwd.
 
 ``LocalWorkspace`` runs commands with the user's own rights: it exists for the
 product path on the user's own repo and must be chosen explicitly. It does not
@@ -19,7 +20,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,34 +94,6 @@ class TreeTooLarge(ValueError):
 def is_junk(rel: Path) -> bool:
     """Caches and bytecode, never part of a diff or a scope check."""
     return bool(JUNK_PARTS.intersection(rel.parts)) or rel.name.endswith(JUNK_SUFFIXES)
-
-
-def read_tree(root: str | Path, max_bytes: int | None = None) -> dict[str, bytes]:
-    """Every non-junk regular file under ``root``: relative posix path -> bytes.
-
-    Walks without following symlinks and skips anything that is not a regular file
-    (links, FIFOs, devices), so a hostile workspace cannot make the reader leave it
-    or block. ``max_bytes`` bounds the total (``TreeTooLarge`` beyond it).
-    """
-    root = Path(root)
-    out: dict[str, bytes] = {}
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        dirnames[:] = [d for d in dirnames if d not in JUNK_PARTS]
-        for name in filenames:
-            path = base / name
-            rel = path.relative_to(root)
-            if is_junk(rel) or not stat.S_ISREG(os.lstat(path).st_mode):
-                continue
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as fh:
-                data = fh.read() if max_bytes is None else fh.read(max_bytes - total + 1)
-            total += len(data)
-            if max_bytes is not None and total > max_bytes:
-                raise TreeTooLarge(f"the workspace holds more than {max_bytes} bytes of files")
-            out[rel.as_posix()] = data
-    return dict(sorted(out.items()))
 
 
 class HeadTail:

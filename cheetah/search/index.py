@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cheetah.sandbox.workspace import is_junk
+from cheetah.sandbox.safefs import SafeRoot
+from cheetah.sandbox.workspace import PathError, is_junk
 from cheetah.search.chunks import Chunk, chunk_file
 from cheetah.search.embedder import Embedder
 from cheetah.tools.files import looks_binary, walk_files
@@ -84,6 +85,7 @@ def merkle(file_hashes: dict[str, str]) -> dict[str, str]:
 class CodeIndex:
     def __init__(self, root: str | Path, embedder: Embedder) -> None:
         self.root = Path(root).resolve()
+        self.tree = SafeRoot(self.root)
         self.embedder = embedder
         self.files: dict[str, _File] = {}
         self.dirs: dict[str, str] = {}
@@ -97,28 +99,21 @@ class CodeIndex:
         """Path -> sha of every indexable file, and the contents read to hash them."""
         hashes: dict[str, str] = {}
         read: dict[str, bytes] = {}
-        for path in walk_files(self.root, self.root):
-            rel = path.relative_to(self.root).as_posix()
-            if is_junk(Path(rel)):
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            if st.st_size > MAX_FILE_BYTES:
+        for rel, entry in walk_files(self.tree):
+            if is_junk(Path(rel)) or entry.size > MAX_FILE_BYTES:
                 continue
             cached = self._stat.get(rel)
-            if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+            if cached and cached[:2] == (entry.size, entry.mtime_ns):
                 hashes[rel] = cached[2]
                 continue
             try:
-                data = path.read_bytes()
-            except OSError:
+                data, _ = self.tree.read(rel, MAX_FILE_BYTES)
+            except PathError:
                 continue
             if looks_binary(data):
                 continue
             sha = hashlib.sha256(data).hexdigest()
-            self._stat[rel] = (st.st_size, st.st_mtime_ns, sha)
+            self._stat[rel] = (entry.size, entry.mtime_ns, sha)
             hashes[rel], read[rel] = sha, data
         return hashes, read
 
@@ -149,7 +144,10 @@ class CodeIndex:
         for p in changed:
             data = read.get(p)
             if data is None:
-                data = (self.root / p).read_bytes()
+                try:
+                    data, _ = self.tree.read(p, MAX_FILE_BYTES)
+                except PathError:  # gone since the scan
+                    data = b""
             per_file[p] = chunk_file(p, data.decode("utf-8", errors="replace"))
         chunks = [c for p in changed for c in per_file[p]]
         vectors = self.embedder.embed([c.embed_text for c in chunks])

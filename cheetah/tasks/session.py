@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from cheetah.harness.loop import ToolRunner
+from cheetah.sandbox.safefs import SafeRoot, read_tree, split
 from cheetah.sandbox.workspace import (
     ExecResult,
     LocalWorkspace,
     PathError,
     Workspace,
-    read_tree,
     resolve_path,
     run_process,
 )
@@ -100,18 +100,19 @@ class HostTaskWorkspace:
         return await asyncio.to_thread(read_tree, self.root)
 
     async def write_files(self, changes: dict[str, bytes | None]) -> None:
-        from cheetah.tools.files import write_bytes
-
-        targets = {rel: resolve_path(self.root, rel) for rel in changes}  # PathError: refused
+        for rel in changes:
+            split(rel)  # PathError: refused before anything is written
+        files = SafeRoot(self.root)
 
         def apply() -> None:
-            for rel, data in changes.items():
-                if targets[rel].is_dir():
+            for rel in changes:
+                if files.kind(rel) == "dir":
                     raise PathError(f"{rel!r} is a directory")
+            for rel, data in changes.items():
                 if data is None:
-                    targets[rel].unlink(missing_ok=True)
+                    files.unlink(rel)
                 else:
-                    write_bytes(targets[rel], data)
+                    files.write(rel, data)
 
         await asyncio.to_thread(apply)
 

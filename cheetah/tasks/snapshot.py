@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -58,11 +57,12 @@ def _fill(snap: Snapshot, dest: Path) -> None:
     elif snap.tar:
         if not Path(snap.tar).is_file():
             raise SnapshotError(f"snapshot tarball {snap.tar} does not exist")
-        try:
-            with tarfile.open(snap.tar) as tf:
-                tf.extractall(dest, filter="data")
-        except (tarfile.TarError, OSError) as e:
-            raise SnapshotError(f"cannot extract {snap.tar}: {e}") from None
+        from cheetah.sandbox import snapshot as sandbox_snapshot
+
+        try:  # the env server's extraction: size and member caps, no special files or escapes
+            sandbox_snapshot.extract_tarball(Path(snap.tar), dest)
+        except sandbox_snapshot.SnapshotError as e:
+            raise SnapshotError(str(e)) from None
         entries = list(dest.iterdir())
         if len(entries) == 1 and entries[0].is_dir():
             inner = entries[0]

@@ -3,8 +3,10 @@
 A tool is a spec (what the model is told), an async ``run(args, ctx)`` that returns
 the text the model sees, and ``access(args)``: the workspace paths it reads and
 writes, which the batch runner uses to keep conflicting calls in message order.
+Files are reached only through ``ctx.files`` (a ``SafeRoot``), commands through
+``ctx.workspace.exec``.
 A tool signals a problem the model can fix by raising ``ToolError``; the message
-becomes an error result. Tools reach files and commands only through ``ctx.workspace``.
+becomes an error result.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from cheetah.harness.protocol import ToolSpec
+from cheetah.sandbox.safefs import SafeRoot
 from cheetah.sandbox.workspace import Workspace
 
 
@@ -59,6 +62,11 @@ class ToolContext:
     workspace: Workspace
     limits: Limits = field(default_factory=Limits)
     todos: list[TodoItem] = field(default_factory=list)
+
+    @property
+    def files(self) -> SafeRoot:
+        """The workspace's files, reached by descriptor only (never a host path)."""
+        return SafeRoot(self.workspace.root)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ tree of file hashes). One index per workspace root is kept in memory (least rece
 used dropped beyond ``MAX_INDEXES``), so a session's first search pays for the whole
 repo and the rest pay for its edits. The embedder is the default all-MiniLM-L6-v2, or
 the model directory named by ``CHEETAH_EMBEDDER`` (e.g. one ``cheetah search train``
-wrote). Files reach the index only through the workspace root, like grep's.
+wrote). Files reach the index only through the workspace root by descriptor
+(``SafeRoot``), like grep's.
 
 Deliberately left out: a shared index across sessions of the same snapshot, and
 persisting indexes of sandbox sessions (``cheetah search index`` persists the user's).
@@ -20,7 +21,6 @@ import threading
 from collections import OrderedDict
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import resolve_path
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 
 MAX_INDEXES = 32
@@ -66,8 +66,10 @@ def _search(ctx: ToolContext, query: str, path: str, k: int) -> ToolOutput:
     root = ctx.workspace.root
     under = norm_path(path)
     if under != ".":
-        target = resolve_path(root, path, must_exist=True)
-        if not target.is_dir():
+        kind = ctx.files.kind(path)
+        if kind is None:
+            raise ToolError(f"<path> {path!r} does not exist")
+        if kind != "dir":
             raise ToolError(f"<path> {path!r} is not a directory")
     try:
         index = _index_for(root, os.environ.get("CHEETAH_EMBEDDER", "default"))

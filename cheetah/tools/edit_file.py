@@ -10,7 +10,7 @@ import asyncio
 import difflib
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import relative_name, resolve_path
+from cheetah.sandbox.safefs import split
 from cheetah.tools.base import (
     Access,
     Tool,
@@ -20,7 +20,8 @@ from cheetah.tools.base import (
     norm_path,
     text_block,
 )
-from cheetah.tools.files import looks_binary, write_text
+from cheetah.tools.files import looks_binary
+from cheetah.tools.read_file import refuse_non_file
 
 SPEC = ToolSpec(
     name="edit_file",
@@ -87,24 +88,30 @@ def _diff(name: str, before: str, after: str) -> str:
 
 
 def _edit(ctx: ToolContext, path: str, old: str | None, new: str) -> ToolOutput:
-    root = ctx.workspace.root
-    target = resolve_path(root, path)
-    name = relative_name(root, target)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory")
+    files = ctx.files
+    name = "/".join(split(path)) or "."
+    kind = files.kind(path)
     if old is None:
-        if target.exists() and target.stat().st_size > 0:
-            n = target.read_bytes().count(b"\n")
+        if kind == "file" and files.lstat(path).st_size > 0:
+            data, _ = files.read(path, ctx.limits.read_max_bytes)
+            n = data.count(b"\n")
             raise ToolError(
-                f"{name} already exists ({n} lines); to change it, give <old_str> "
-                "with the exact text to replace"
+                f"{name} already exists ({n} lines); to change it, give "
+                "<old_str> with the exact text to replace"
             )
-        write_text(target, new)
+        if kind not in (None, "file"):
+            refuse_non_file(ctx, path, "edit")
+        files.write(path, new.encode("utf-8"))
         n = len(new.splitlines())
         return ToolOutput(f"Created {name} ({n} lines).", meta={"diff": _diff(name, "", new)})
-    if not target.exists():
+    if kind is None:
         raise ToolError(f"no file at {path!r}; to create it, leave out <old_str>")
-    data = target.read_bytes()
+    refuse_non_file(ctx, path, "edit")
+    data, size = files.read(path, ctx.limits.read_max_bytes + 1)
+    if size > ctx.limits.read_max_bytes:
+        raise ToolError(
+            f"{name} is {size} bytes; edit_file edits files up to {ctx.limits.read_max_bytes} bytes"
+        )
     if looks_binary(data):
         raise ToolError(f"{name} is a binary file; edit_file edits text only")
     try:
@@ -113,6 +120,8 @@ def _edit(ctx: ToolContext, path: str, old: str | None, new: str) -> ToolOutput:
         raise ToolError(f"{name} is not valid UTF-8; edit_file edits UTF-8 text only") from None
     if not old:
         raise ToolError("<old_str> is empty; give the exact text to replace")
+    if old == new:
+        raise ToolError("<new_str> is the same as <old_str>: the edit would change nothing")
     hits = _match_lines(before, old)
     if not hits:
         raise ToolError(f"<old_str> does not occur in {name}; {_near_misses(before, old)}")
@@ -123,7 +132,7 @@ def _edit(ctx: ToolContext, path: str, old: str | None, new: str) -> ToolOutput:
             "include more surrounding lines so it matches exactly once"
         )
     after = before.replace(old, new, 1)
-    write_text(target, after)
+    files.write(path, after.encode("utf-8"))
     snippet = _snippet(after, hits[0], max(1, len(new.splitlines())))
     return ToolOutput(f"Edited {name}:\n{snippet}", meta={"diff": _diff(name, before, after)})
 

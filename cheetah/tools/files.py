@@ -1,114 +1,111 @@
 """Walking a workspace the way git sees it: .gitignore files (nested too) are respected.
 
-Used by grep and list_dir; ``.git`` itself is always skipped. pathspec does the
-gitignore pattern matching; the walk stays here so each directory's rules apply
-to the paths under it, as git applies them.
+Used by grep, list_dir and the search index; ``.git`` itself is always skipped. Every
+read goes through ``SafeRoot`` (by descriptor, no link followed), so a planted
+``.gitignore`` that is a link, a FIFO or a huge file is simply not a rule file.
+pathspec does the gitignore pattern matching (a line it cannot parse is dropped, as
+git drops it); the walk stays here so each directory's rules apply to the paths
+under it, as git applies them.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pathspec
 
+from cheetah.sandbox.safefs import MAX_DEPTH, Entry, SafeRoot, split
+from cheetah.sandbox.workspace import PathError
+
 ALWAYS_SKIP = frozenset({".git", ".hg", ".svn"})
+MAX_GITIGNORE_BYTES = 256_000
+
+Specs = list[tuple[str, pathspec.PathSpec]]
 
 
-def _load_spec(directory: Path) -> pathspec.PathSpec | None:
-    ignore = directory / ".gitignore"
+def _join(directory: str, name: str) -> str:
+    return name if directory == "." else f"{directory}/{name}"
+
+
+def _spec(lines: list[str]) -> pathspec.PathSpec:
     try:
-        lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # one bad pattern: keep the others
+        good = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except ValueError:
+                continue
+            good.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(good)
+
+
+def _load_spec(root: SafeRoot, directory: str) -> pathspec.PathSpec | None:
+    try:
+        data, _ = root.read(_join(directory, ".gitignore"), MAX_GITIGNORE_BYTES)
+    except PathError:  # missing, a link, a FIFO, a directory: no rules
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return _spec(data.decode("utf-8", errors="replace").splitlines())
 
 
-def _ancestor_specs(root: Path, start: Path) -> list[tuple[Path, pathspec.PathSpec]]:
-    """The .gitignore rules of ``root`` and every directory down to ``start``'s parent."""
-    specs = []
-    chain = [root, *reversed([p for p in start.parents if root in p.parents])]
-    for directory in chain:
-        spec = _load_spec(directory)
-        if spec is not None:
-            specs.append((directory, spec))
-    return specs
+def _ancestor_specs(root: SafeRoot, start: str) -> Specs:
+    """The .gitignore rules of the root and every directory down to ``start``'s parent."""
+    parts = split(start) if start not in ("", ".") else ()
+    chain = ["."] + ["/".join(parts[:i]) for i in range(1, len(parts))]
+    return [(d, spec) for d in chain if (spec := _load_spec(root, d)) is not None]
 
 
-def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+def _ignored(rel: str, is_dir: bool, specs: Specs) -> bool:
     for base, spec in specs:
-        rel = path.relative_to(base).as_posix()
-        if spec.match_file(rel + "/" if is_dir else rel):
+        sub = rel if base == "." else rel[len(base) + 1 :]
+        if spec.match_file(sub + "/" if is_dir else sub):
             return True
     return False
 
 
-def walk_files(root: Path, start: Path) -> Iterator[Path]:
-    """Files under ``start`` (a file or directory inside ``root``), sorted, minus ignored ones."""
-    root = root.resolve()
-    if start.is_file():
-        yield start
+def walk_files(root: SafeRoot, start: str = ".") -> Iterator[tuple[str, Entry]]:
+    """(relative path, entry) of the regular files under ``start`` (a file or directory),
+    sorted, minus ignored ones. Links, FIFOs and devices are skipped, never followed."""
+    kind = root.kind(start)
+    norm = "/".join(split(start)) if start not in ("", ".") else "."
+    if kind == "file":
+        st = root.lstat(start)
+        yield norm, Entry(norm.rsplit("/", 1)[-1], "file", st.st_size if st else 0)
         return
-    specs = _ancestor_specs(root, start)
-    if start != root and _ignored(start, True, specs):
+    if kind != "dir":
         return
-    yield from _walk(start, specs)
+    specs = _ancestor_specs(root, norm)
+    if norm != "." and _ignored(norm, True, specs):
+        return
+    yield from _walk(root, norm, specs, 0)
 
 
-def _walk(directory: Path, specs: list[tuple[Path, pathspec.PathSpec]]) -> Iterator[Path]:
-    own = _load_spec(directory)
+def _walk(root: SafeRoot, directory: str, specs: Specs, depth: int) -> Iterator[tuple[str, Entry]]:
+    own = _load_spec(root, directory)
     if own is not None and all(base != directory for base, _ in specs):
         specs = [*specs, (directory, own)]
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        path = Path(entry.path)
-        if entry.is_symlink():
-            # Links are not followed: a link could lead out of the workspace.
-            continue
-        if entry.is_dir():
-            if entry.name in ALWAYS_SKIP or _ignored(path, True, specs):
+        entries = sorted(root.list(directory), key=lambda e: e.name)
+    except PathError:
+        return  # replaced while walking
+    for e in entries:
+        rel = _join(directory, e.name)
+        if e.kind == "dir":
+            if e.name in ALWAYS_SKIP or depth >= MAX_DEPTH or _ignored(rel, True, specs):
                 continue
-            yield from _walk(path, specs)
-        elif entry.is_file() and not _ignored(path, False, specs):
-            yield path
+            yield from _walk(root, rel, specs, depth + 1)
+        elif e.kind == "file" and not _ignored(rel, False, specs):
+            yield rel, e
 
 
-def is_ignored(root: Path, path: Path) -> bool:
-    """Whether git would ignore ``path`` (used by list_dir to mark entries)."""
-    root = root.resolve()
-    if path == root:
+def is_ignored(root: SafeRoot, rel: str, is_dir: bool) -> bool:
+    """Whether git would ignore ``rel`` (used by list_dir to mark entries)."""
+    if rel in ("", "."):
         return False
-    return _ignored(path, path.is_dir(), _ancestor_specs(root, path))
+    return _ignored(rel, is_dir, _ancestor_specs(root, rel))
 
 
 def looks_binary(sample: bytes) -> bool:
     """Git's rule: a NUL byte in the first 8 KB means binary."""
     return b"\x00" in sample[:8192]
-
-
-def write_text(target: Path, text: str) -> None:
-    """Write a file as the workspace's owner would: in place for an existing file (owner,
-    mode and links kept), and new files and directories owned like their parent. So a
-    sandboxed command running as the sandbox user can still change what a tool wrote.
-    """
-    write_bytes(target, text.encode("utf-8"))
-
-
-def write_bytes(target: Path, data: bytes) -> None:
-    """``write_text`` for raw bytes."""
-    if target.exists():
-        with target.open("r+b") as fh:
-            fh.write(data)
-            fh.truncate()
-        return
-    missing = [p for p in reversed(target.parents) if not p.exists()]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
-    if os.geteuid() == 0:
-        owner = (missing[0].parent if missing else target.parent).stat()
-        for path in [*missing, target]:
-            os.chown(path, owner.st_uid, owner.st_gid)

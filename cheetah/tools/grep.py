@@ -1,6 +1,6 @@
 """grep: regex search over workspace files, .gitignore respected, results capped.
 
-Written in Python over ``files.walk_files`` rather than shelling out to ripgrep so
+Written in Python over ``files.walk_files`` (files read by descriptor, links never followed) rather than shelling out to ripgrep so
 that the same code runs unchanged on the user's repo and on a sandbox's files,
 with no binary to provision. Python's ``re`` syntax; one line per match as
 ``path:line: text``. Deliberately left out: multi-line patterns, context lines.
@@ -13,7 +13,7 @@ import fnmatch
 import re
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import relative_name, resolve_path
+from cheetah.sandbox.workspace import PathError
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, bool_arg, norm_path
 from cheetah.tools.files import looks_binary, walk_files
 
@@ -40,28 +40,29 @@ def _grep(ctx: ToolContext, pattern: str, path: str, glob: str, nocase: bool) ->
         regex = re.compile(pattern, re.IGNORECASE if nocase else 0)
     except re.error as e:
         raise ToolError(f"invalid regular expression {pattern!r}: {e}") from None
-    root = ctx.workspace.root.resolve()
-    start = resolve_path(root, path)
-    if not start.exists():
+    kind = ctx.files.kind(path)
+    if kind is None:
         raise ToolError(f"no file or directory at {path!r}")
+    if kind not in ("file", "dir"):
+        raise ToolError(f"{path!r} is not a file or directory (links are not followed)")
     lines: list[str] = []
     matches = files_hit = files_seen = 0
-    for file in walk_files(root, start):
-        if glob and not (
-            fnmatch.fnmatch(file.name, glob) or fnmatch.fnmatch(relative_name(root, file), glob)
-        ):
+    for name, entry in walk_files(ctx.files, path):
+        base = name.rsplit("/", 1)[-1]
+        if glob and not (fnmatch.fnmatch(base, glob) or fnmatch.fnmatch(name, glob)):
+            continue
+        if entry.size > lim.grep_max_file_bytes:
             continue
         try:
-            if file.stat().st_size > lim.grep_max_file_bytes:
-                continue
-            data = file.read_bytes()
-        except OSError:
+            data, size = ctx.files.read(name, lim.grep_max_file_bytes + 1)
+        except PathError:  # changed while searching
+            continue
+        if size > lim.grep_max_file_bytes:
             continue
         if looks_binary(data):
             continue
         files_seen += 1
         hit = False
-        name = relative_name(root, file)
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if regex.search(line):
                 matches += 1

@@ -13,7 +13,6 @@ import shlex
 from ruff.__main__ import find_ruff_bin
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import resolve_path
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, norm_path
 
 SPEC = ToolSpec(
@@ -41,7 +40,7 @@ def _paths(args: dict[str, str]) -> list[str]:
 async def run(args: dict[str, str], ctx: ToolContext) -> ToolOutput:
     paths = _paths(args)
     for p in paths:
-        if not resolve_path(ctx.workspace.root, p).exists():
+        if ctx.files.kind(p) is None:
             raise ToolError(f"no file or directory at {p!r}")
     argv = [
         find_ruff_bin(),

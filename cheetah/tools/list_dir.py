@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from pathlib import Path
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import relative_name, resolve_path
+from cheetah.sandbox.safefs import Entry, split
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 from cheetah.tools.files import ALWAYS_SKIP, is_ignored
 
@@ -26,44 +24,48 @@ SPEC = ToolSpec(
 )
 
 
-def _entries(directory: Path) -> list[os.DirEntry]:
-    with os.scandir(directory) as it:
-        entries = [e for e in it if e.name not in ALWAYS_SKIP]
-    return sorted(entries, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+def _entries(ctx: ToolContext, directory: str) -> list[Entry]:
+    entries = [e for e in ctx.files.list(directory) if e.name not in ALWAYS_SKIP]
+    return sorted(entries, key=lambda e: (e.kind != "dir", e.name))
 
 
 def _list(ctx: ToolContext, path: str, depth: int) -> ToolOutput:
-    root = ctx.workspace.root
-    target = resolve_path(root, path or ".")
-    if not target.exists():
+    kind = ctx.files.kind(path)
+    if kind is None:
         raise ToolError(f"no directory at {path!r}")
-    if not target.is_dir():
+    if kind == "link":
+        raise ToolError(
+            f"{path!r} is a symbolic link to {ctx.files.readlink(path)!r}; links are not followed"
+        )
+    if kind != "dir":
         raise ToolError(f"{path!r} is a file; use read_file to read it")
+    name = "/".join(split(path)) or "."
     lines: list[str] = []
     cap = ctx.limits.list_max_entries
     more = 0
 
-    def visit(directory: Path, level: int) -> None:
+    def visit(directory: str, level: int) -> None:
         nonlocal more
-        for e in _entries(directory):
-            entry = Path(e.path)
-            if level > 1 and is_ignored(root, entry):
+        for e in _entries(ctx, directory):
+            rel = e.name if directory == "." else f"{directory}/{e.name}"
+            if level > 1 and is_ignored(ctx.files, rel, e.kind == "dir"):
                 continue
             if len(lines) >= cap:
                 more += 1
                 continue
             indent = "  " * (level - 1)
-            if e.is_symlink():
-                lines.append(f"{indent}{e.name} -> {os.readlink(e.path)}")
-            elif e.is_dir():
+            if e.kind == "link":
+                lines.append(f"{indent}{e.name} -> {e.link}")
+            elif e.kind == "dir":
                 lines.append(f"{indent}{e.name}/")
                 if level < depth:
-                    visit(entry, level + 1)
+                    visit(rel, level + 1)
+            elif e.kind == "file":
+                lines.append(f"{indent}{e.name}  ({e.size} bytes)")
             else:
-                lines.append(f"{indent}{e.name}  ({e.stat().st_size} bytes)")
+                lines.append(f"{indent}{e.name}  (not a regular file)")
 
-    visit(target, 1)
-    name = relative_name(root, target)
+    visit(name, 1)
     if not lines:
         return ToolOutput(f"{name}/ is empty.")
     text = f"{name}/\n" + "\n".join(lines)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import resolve_path
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 from cheetah.tools.files import looks_binary
 
@@ -25,26 +25,61 @@ SPEC = ToolSpec(
 )
 
 
+SCAN_MAX_BYTES = 256 << 20  # how far into a file read_file looks for start_line
+
+
+def _lines(fh, max_line_bytes: int):
+    """(line bytes, bytes cut) per line, holding at most ``max_line_bytes`` of a line at once."""
+    while raw := fh.readline(max_line_bytes):
+        cut = 0
+        if not raw.endswith(b"\n"):  # a long line: drop the rest of it, counted
+            while rest := fh.readline(max_line_bytes):
+                cut += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+        yield raw, cut
+
+
+def refuse_non_file(ctx: ToolContext, path: str, verb: str) -> None:
+    """A clear ToolError unless ``path`` names a regular file (for read_file and edit_file)."""
+    kind = ctx.files.kind(path)
+    if kind is None:
+        raise ToolError(f"no file at {path!r}")
+    if kind == "dir":
+        raise ToolError(f"{path!r} is a directory; use list_dir to see what it holds")
+    if kind == "link":
+        target = ctx.files.readlink(path)
+        raise ToolError(
+            f"{path!r} is a symbolic link to {target!r}; links are not followed, "
+            f"{verb} the file it names instead"
+        )
+    if kind != "file":
+        raise ToolError(f"{path!r} is not a regular file (a FIFO, socket or device)")
+
+
 def _read(ctx: ToolContext, path: str, start: int, end: int | None) -> ToolOutput:
     lim = ctx.limits
-    target = resolve_path(ctx.workspace.root, path)
-    if not target.exists():
-        raise ToolError(f"no file at {path!r}")
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory; use list_dir to see what it holds")
-    size = target.stat().st_size
+    refuse_non_file(ctx, path, "read")
+    fd, st = ctx.files.open_regular(path)
+    size = st.st_size
     shown: list[str] = []
     total = 0
     stop = (
         start + lim.read_max_lines - 1 if end is None else min(end, start + lim.read_max_lines - 1)
     )
     bad_utf8 = False
-    with target.open("rb") as fh:
+    max_line_bytes = 4 * lim.read_max_line_chars + 4
+    with os.fdopen(fd, "rb") as fh:
         if looks_binary(fh.read(8192)):
             raise ToolError(f"{path!r} is a binary file ({size} bytes); read_file shows text only")
         fh.seek(0)
-        for total, raw in enumerate(fh, start=1):
+        for total, (raw, cut_bytes) in enumerate(_lines(fh, max_line_bytes), start=1):
             if total < start:
+                if fh.tell() > SCAN_MAX_BYTES:
+                    raise ToolError(
+                        f"start_line {start} is beyond the first {SCAN_MAX_BYTES >> 20} MB of "
+                        f"{path!r}; read_file does not look further"
+                    )
                 continue
             if total > stop:
                 if size > lim.read_max_bytes:
@@ -56,8 +91,8 @@ def _read(ctx: ToolContext, path: str, start: int, end: int | None) -> ToolOutpu
             except UnicodeDecodeError:
                 line, bad_utf8 = raw.decode("utf-8", errors="replace"), True
             line = line.rstrip("\r\n")
-            if len(line) > lim.read_max_line_chars:
-                cut = len(line) - lim.read_max_line_chars
+            if len(line) > lim.read_max_line_chars or cut_bytes:
+                cut = len(line) - lim.read_max_line_chars + cut_bytes
                 line = f"{line[: lim.read_max_line_chars]}[... {cut} characters cut]"
             shown.append(f"{total:6d}\t{line}")
     if total is not None and total == 0:

@@ -14,6 +14,7 @@ import pytest
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.launch import LocalEnvServer
+from cheetah.sandbox.reclaim import reclaim_dead_sessions
 
 BIN = Path(sys.executable).parent
 LIMITS = {
@@ -59,3 +60,6 @@ def env_server(tmp_path):
     yield start
     for s in servers:
         s.stop()
+    # What killed servers left (mounts, cgroups, session dirs): nothing stays mounted.
+    for base in {s.base_dir for s in servers}:
+        reclaim_dead_sessions(base)

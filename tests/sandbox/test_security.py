@@ -185,7 +185,9 @@ async def test_symlink_and_dotdot_escapes(client):
     )
     results = await client.run_tools(sid, parse_message(msg))
     assert all(r.is_error for r in results), [r.output for r in results]
-    assert all("outside the workspace" in r.output for r in results)
+    for r in results:  # refused as an escape, or as a link the host never follows
+        assert "outside the workspace" in r.output or "symbolic link" in r.output, r.output
+        assert "root:" not in r.output
     assert not os.path.exists("/tmp/x")
     await still_serving(client)
 

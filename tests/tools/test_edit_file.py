@@ -77,3 +77,28 @@ async def test_crlf_files_keep_their_line_endings(ws):
     r = await call_tool(ws, "edit_file", path="w.txt", old_str="b", new_str="c")
     assert not r.is_error
     assert (ws.root / "w.txt").read_bytes() == b"a\r\nc\r\n"
+
+
+async def test_an_edit_that_changes_nothing_is_an_error(ws):
+    (ws.root / "m.py").write_text(SRC)
+    r = await call_tool(
+        ws, "edit_file", path="m.py", old_str="return a - b\n\n", new_str="return a - b\n\n"
+    )
+    assert r.is_error and "would change nothing" in r.output
+    assert (ws.root / "m.py").read_text() == SRC
+
+
+async def test_symlinks_fifos_and_oversized_files_are_refused(ws, tmp_path):
+    import os
+
+    (ws.root / "real.py").write_text("x = 1\n")
+    os.symlink("real.py", ws.root / "alias.py")
+    os.mkfifo(ws.root / "pipe")
+    (ws.root / "big.txt").write_bytes(b"a\n" * 1_500_000)
+    r = await call_tool(ws, "edit_file", path="alias.py", old_str="x = 1", new_str="x = 2")
+    assert r.is_error and "symbolic link to 'real.py'" in r.output
+    r = await call_tool(ws, "edit_file", path="pipe", old_str="a", new_str="b")
+    assert r.is_error and "not a regular file" in r.output
+    r = await call_tool(ws, "edit_file", path="big.txt", old_str="a", new_str="b")
+    assert r.is_error and "edits files up to" in r.output
+    assert (ws.root / "real.py").read_text() == "x = 1\n"
