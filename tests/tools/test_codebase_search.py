@@ -52,3 +52,18 @@ async def test_sees_edits_and_filters_by_directory(repo_ws):
 async def test_bad_arguments_are_clear_errors(repo_ws, args, message):
     r = await call_tool(repo_ws, "codebase_search", **args)
     assert r.is_error and message in r.output
+
+
+async def test_planted_gitignore_links_and_fifos_are_not_followed(repo_ws, tmp_path):
+    import os
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("HOST-SECRET-LINE\n[unclosed\n")
+    os.replace(repo_ws.root / ".gitignore", tmp_path / "old-gitignore")
+    os.symlink(secret, repo_ws.root / ".gitignore")
+    os.symlink("/dev/zero", repo_ws.root / "textkit" / ".gitignore")
+    os.mkfifo(repo_ws.root / "textkit" / "pipe.py")
+    os.symlink(secret, repo_ws.root / "textkit" / "leak.py")
+    r = await call_tool(repo_ws, "codebase_search", query="the most common words")
+    assert not r.is_error, r.output
+    assert "HOST-SECRET" not in r.output and "top_words" in r.output
