@@ -45,17 +45,27 @@ def summary(runs_dir: Path, name: str) -> dict[str, Any]:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         last = db.execute("SELECT MAX(finished_at) FROM rollouts").fetchone()[0]
 
-    def rate(label: str) -> float | None:
-        raw = meta.get(f"pass_rate_{label}")
+    def rate(stage: str, old: str) -> float | None:  # old: runs from before held-out stages
+        raw = meta.get(f"stage_{stage}")
+        if raw:
+            return json.loads(raw).get("pass_rate")
+        raw = meta.get(f"pass_rate_{old}")
         return json.loads(raw).get("rate") if raw else None
 
+    done = json.loads(meta["summary"]) if meta.get("summary") else {}
+    stages = [
+        {k: s[k] for k in ("name", "tasks", "solved", "pass_rate", "ci95") if k in s}
+        for s in done.get("stages", [])
+    ]
     return {
         "name": name,
         "rollouts": rollouts,
         "mean_reward": mean_reward,
         "steps": steps,
-        "pass_rate_before": rate("before"),
-        "pass_rate_after": rate("after"),
+        "pass_rate_before": rate("base", "before"),
+        "pass_rate_after": rate("rl", "after"),
+        "stages": stages,
+        "mcnemar_p": done.get("mcnemar_p"),
         "last_rollout_at": last,
     }
 

@@ -189,7 +189,7 @@ async def _loop(
                 is_error=r.is_error,
                 started_s=r.started_s,
                 wall_s=r.wall_s,
-                meta=r.meta,
+                meta={**r.meta, "malformed": True} if c.error else r.meta,
             )
             for c, r in zip(calls, results, strict=True)
         ]

@@ -52,7 +52,7 @@ class TasksSection(_Section):
 
 
 class RolloutSection(_Section):
-    group_size: int = Field(4, description="rollouts per task (G)")
+    group_size: int = Field(8, description="rollouts per task (G)")
     groups_per_step: int = Field(2, description="complete groups per optimizer step")
     workers: int = Field(2, description="Ray rollout workers")
     worker_capacity: int = Field(4, description="rollouts each worker runs at once")
@@ -65,6 +65,23 @@ class RolloutSection(_Section):
         ge=0.0,
         description="reward shaping: this times the share of tool calls that ran without "
         "error is added to the task reward (see cheetah/rl/reward.py); 0 = task reward only",
+    )
+    turn_cost: float = Field(
+        0.0,
+        ge=0.0,
+        description="reward shaping: this times the number of assistant turns is subtracted, "
+        "so solving in fewer turns (several calls per turn) is worth more; 0 = off",
+    )
+    dynamic_sampling: bool = Field(
+        True,
+        description="drop a group whose rewards are all equal (it has no advantage to learn "
+        "from) and start another in its place; dropped groups are counted per step",
+    )
+    max_resampled_groups: int = Field(
+        64,
+        ge=0,
+        description="how many groups dynamic sampling may replace in a run; after that, "
+        "uninformative groups are kept (and a step without signal is skipped)",
     )
     sandbox: Literal["isolated", "local"] = Field(
         "isolated",
@@ -84,6 +101,12 @@ class RolloutSection(_Section):
 class TrainSection(_Section):
     steps: int = Field(4, description="RL optimizer steps")
     lr: float = Field(1e-5)
+    warmup_frac: float = Field(
+        0.1, ge=0.0, le=1.0, description="share of SFT and of RL steps with a linear LR warmup"
+    )
+    lr_decay: Literal["cosine", "constant"] = Field(
+        "cosine", description="after warmup: cosine decay to 10% of the peak, or constant"
+    )
     grad_clip: float = Field(1.0)
     micro_batch_tokens: int = Field(4096)
     max_seq_len: int = Field(2048)

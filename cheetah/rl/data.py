@@ -7,7 +7,8 @@ query, tool results, template headers) with mask 0. The behaviour logprobs of th
 masked-in tokens are the engine's, turn by turn, so they line up one to one; a
 trajectory whose turns lack token ids or logprobs cannot be used for RL and is
 refused with the reason. Samples longer than ``max_len`` are cut at the end (their
-later tokens are not trained on).
+later tokens are not trained on); the sample counts what was cut (``dropped_tokens``,
+``dropped_trained``) so that no truncation goes unreported.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Sample:
     advantage: float = 0.0
     rollout_id: int | None = None
     versions: list[int] = field(default_factory=list)
+    dropped_tokens: int = 0  # cut by max_len
+    dropped_trained: int = 0  # of those, tokens the loss would have trained on
 
     @property
     def trained_tokens(self) -> int:
@@ -69,4 +72,21 @@ def sample_from_trajectory(
         advantage=advantage,
         rollout_id=rollout_id,
         versions=[t.policy_version or 0 for t in traj.turns],
+        dropped_tokens=len(chat.token_ids) - n,
+        dropped_trained=sum(chat.loss_mask[n:]),
     )
+
+
+def truncation_metrics(samples: list[Sample], trajs: list[Trajectory]) -> dict[str, float]:
+    """What limits cut, per step: turns ended by ``max_new_tokens`` (finish reason
+    "length"), samples cut by ``max_seq_len``, and the tokens (trained ones) lost."""
+    turns = [t for tr in trajs for t in tr.turns]
+    return {
+        "turns_cut_by_max_new_tokens": sum(t.finish_reason == "length" for t in turns),
+        "turn_cut_share": (
+            sum(t.finish_reason == "length" for t in turns) / len(turns) if turns else 0.0
+        ),
+        "samples_cut_by_max_seq_len": sum(s.dropped_tokens > 0 for s in samples),
+        "tokens_dropped_by_max_seq_len": sum(s.dropped_tokens for s in samples),
+        "trained_tokens_dropped": sum(s.dropped_trained for s in samples),
+    }

@@ -9,6 +9,10 @@
   engine sampled with, possibly some versions stale and numerically different) is
   corrected with a truncated importance weight ``min(pi_prox / pi_behav, is_cap)``.
   Without proximal logprobs the ratio is against the behaviour logprobs (plain PPO).
+  ``rl/trainer.py`` takes one update per batch with proximal logprobs from the same
+  forward pass, so there the ratio is exactly 1 and **the clip never acts**: the step
+  is a token-level policy gradient times the truncated importance weight. The clip
+  bounds only callers that take several updates on one batch.
   Tokens are averaged over all unmasked tokens of the batch (token-level mean), so
   long rollouts weigh by their tokens, not by one sample each.
 - metrics: clip fraction, trainer-versus-engine mismatch (KL estimate k3 and the max

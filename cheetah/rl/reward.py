@@ -5,7 +5,9 @@ model that has never solved a task gets equal rewards across a whole group, and
 group-relative advantages are then zero: GRPO learns nothing. ``format_weight`` adds
 a dense term for the one skill every solution needs first, tool calls that parse and
 run: the share of the rollout's calls that came back without an error (0 when it made
-no call). Pass rates and the benchmark never include it.
+no call). ``turn_cost`` subtracts a cost per assistant turn, so a rollout that solves
+the task in fewer turns (several tool calls per message, as the harness allows) earns
+more. Pass rates and the benchmark never include either.
 
 Deliberately left out: rewards for reading the right file or for partial test passes
 (they leak task knowledge into the reward and invite gaming).
@@ -22,6 +24,13 @@ def call_success_rate(traj: Trajectory) -> float:
     return sum(not c.is_error for c in calls) / len(calls) if calls else 0.0
 
 
-def shaped_reward(task_reward: float, traj: Trajectory, format_weight: float) -> float:
-    """``task_reward + format_weight * call_success_rate``."""
-    return task_reward + format_weight * call_success_rate(traj) if format_weight else task_reward
+def shaped_reward(
+    task_reward: float, traj: Trajectory, format_weight: float, turn_cost: float = 0.0
+) -> float:
+    """``task_reward + format_weight * call_success_rate - turn_cost * turns``."""
+    reward = task_reward
+    if format_weight:
+        reward += format_weight * call_success_rate(traj)
+    if turn_cost:
+        reward -= turn_cost * len(traj.turns)
+    return reward

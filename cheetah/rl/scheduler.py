@@ -9,6 +9,14 @@ exist, after dropping (and counting) groups whose oldest turn is more than
 ``max_staleness`` policy versions behind. Rollouts in flight are never cancelled by
 a weight update: they continue and record the version of every turn.
 
+A group with a rollout whose task could not run (``Finished.error``: a snapshot or
+setup failure) is dropped and counted (``groups_failed``); the run goes on.
+
+Dynamic sampling (``dynamic_sampling=True``, DAPO): a complete group whose rewards are
+all equal has zero advantage everywhere and teaches nothing; it is dropped (counted in
+``groups_resampled``, handed to the driver in ``dropped``) and its rollout budget goes
+to a new group, up to ``max_resampled`` times per run.
+
 ``barrier=True`` turns this into the synchronous baseline: a batch of rollouts is
 started only when nothing is in flight, the buffer is empty and the trainer idle.
 
@@ -39,6 +47,7 @@ class Finished:
     reward: float
     versions: list[int]  # policy version of each turn
     payload: Any = None  # the trajectory, for real drivers
+    error: str | None = None  # the task could not run (snapshot, setup): its group is dropped
 
     @property
     def oldest_version(self) -> int:
@@ -68,6 +77,8 @@ class SchedulerStats:
     failed: int = 0
     groups_trained: int = 0
     groups_dropped_stale: int = 0
+    groups_resampled: int = 0  # dropped by dynamic sampling (all rewards equal), replaced
+    groups_failed: int = 0  # dropped because their task could not run
 
 
 class RolloutScheduler:
@@ -82,6 +93,8 @@ class RolloutScheduler:
         max_staleness: int,
         barrier: bool = False,
         max_rollouts: int | None = None,
+        dynamic_sampling: bool = False,
+        max_resampled: int = 0,
     ) -> None:
         if group_size < 1 or groups_per_step < 1:
             raise ValueError("group_size and groups_per_step must be at least 1")
@@ -91,12 +104,13 @@ class RolloutScheduler:
         self.group_size, self.groups_per_step = group_size, groups_per_step
         self.max_in_flight, self.max_staleness = max_in_flight, max_staleness
         self.barrier, self.max_rollouts = barrier, max_rollouts
+        self.dynamic_sampling, self.max_resampled = dynamic_sampling, max_resampled
         self.pending: deque[RolloutSpec] = deque()  # specs waiting for a slot (retries first)
         self.groups: dict[int, Group] = {}
         self.ready: deque[Group] = deque()
         self.in_flight: dict[int, Hashable] = {}
         self.stats = SchedulerStats()
-        self.dropped: list[Group] = []  # stale groups, for the driver to record
+        self.dropped: list[Group] = []  # stale or resampled groups, for the driver to record
         self._next_rollout = self._next_group = 0
         self._exhausted = False
 
@@ -180,7 +194,22 @@ class RolloutScheduler:
         group.rollouts.append(result)
         if group.complete:
             del self.groups[group.group_id]
-            self.ready.append(group)
+            if any(r.error for r in group.rollouts):
+                self.stats.groups_failed += 1
+                self.dropped.append(group)
+            elif self._uninformative(group):
+                # Dropped and replaced: its rollouts give back their share of the budget.
+                self.stats.groups_resampled += 1
+                self.dropped.append(group)
+                self._next_rollout -= self.group_size
+            else:
+                self.ready.append(group)
+
+    def _uninformative(self, group: Group) -> bool:
+        if not self.dynamic_sampling or self.stats.groups_resampled >= self.max_resampled:
+            return False
+        rewards = [r.reward for r in group.rollouts]
+        return max(rewards) - min(rewards) < 1e-9
 
     def fail(self, spec: RolloutSpec, worker_lost: bool = False) -> None:
         """A rollout did not complete (its worker died): run it again, first in line."""

@@ -8,13 +8,16 @@
    the run) and grade the result there.
 3. Optionally warm up with SFT on oracle trajectories (the reference patch applied
    through the tools), so a small model learns the tool format before RL.
-4. Measure the held-out pass rate (greedy, one sample per task).
+4. Held-out stages (``rl/stages.py``): the same tasks, greedy, one sample each, for the
+   base model, after SFT (step 3 comes after the base stage), and after RL (step 6).
 5. RL: the scheduler keeps rollouts in flight; every batch of complete groups
    becomes samples (group-relative advantages, the engine's own token ids and
    logprobs), one optimizer step, a weight sync to the engine, metrics into the
    store, a checkpoint every ``checkpoint_every`` steps. Rollouts keep running while
    the trainer steps.
-6. Measure the held-out pass rate again; write the reward-curve plot and a summary.
+6. The last stage; the reward-curve plot and ``summary.json``: every stage's pass rate
+   with its Wilson interval, per tier and behaviour, and exact McNemar tests between
+   stages (``mcnemar_p``: the last against the base model).
 
 ``--resume`` continues from the newest checkpoint: weights, optimizer and version
 come back, rollouts finished but not trained come back from the store, samples that
@@ -36,10 +39,12 @@ import ray
 
 from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.config import TrainRunConfig
-from cheetah.rl.data import SampleError, sample_from_trajectory
+from cheetah.rl.data import SampleError, sample_from_trajectory, truncation_metrics
+from cheetah.rl.lr_schedule import lr_at
 from cheetah.rl.reward import call_success_rate, shaped_reward
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
+from cheetah.rl.stages import stage_record, summarize, table
 from cheetah.rl.store import RunStore
 
 
@@ -135,10 +140,9 @@ class TaskRollout:
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
-        from cheetah.harness.loop import AgentLimits, run_agent
+        from cheetah.harness.loop import AgentLimits
         from cheetah.inference.protocol import SamplingParams
-        from cheetah.tasks.grader import attach, capture_baseline, grade
-        from cheetah.tasks.session import open_task
+        from cheetah.tasks.episode import run_episode
 
         r = self.cfg.rollout
         task = self.tasks[spec.task_id]
@@ -148,19 +152,16 @@ class TaskRollout:
             max_tokens=r.max_new_tokens,
             seed=self.cfg.run.seed * 1_000_003 + spec.rollout_id,
         )
-        ws = await open_task(self.factory, task)
-        try:
-            baseline = await capture_baseline(ws)
-            engine = self.engines[spec.rollout_id % len(self.engines)]
-            policy = EnginePolicy(engine, self.tokenizer, sampling)
-            traj = await run_agent(
-                task.query, policy, ws.agent, AgentLimits(max_turns=r.max_turns), task_id=task.id
-            )
-            g = await grade(task, ws, baseline)
-            attach(traj, g)
-        finally:
-            await self.factory.close(ws)
-        traj.reward = shaped_reward(g.reward, traj, r.format_weight)
+        engine = self.engines[spec.rollout_id % len(self.engines)]
+        policy = EnginePolicy(engine, self.tokenizer, sampling)
+        ep = await run_episode(
+            task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
+        )
+        if ep.error is not None:
+            return Finished(spec, reward=0.0, versions=[], error=ep.error)
+        traj = ep.trajectory
+        assert traj is not None and ep.grade is not None
+        traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
         versions = [t.policy_version or 0 for t in traj.turns]
         return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
 
@@ -168,10 +169,6 @@ class TaskRollout:
 def _passed(payload: str) -> bool:
     grade = json.loads(payload).get("grade") or {}
     return bool(grade.get("correct"))
-
-
-def _call_success(payload: str) -> float:
-    return call_success_rate(Trajectory.model_validate_json(payload))
 
 
 class TrainJob:
@@ -235,6 +232,7 @@ class TrainJob:
                 micro_batch_tokens=cfg.train.micro_batch_tokens,
                 bf16=cfg.train.bf16,
                 grad_checkpointing=cfg.train.grad_checkpointing,
+                temperature=cfg.rollout.temperature,
             ),
         )
         if cfg.model.engine_urls:  # remote servers: no local engine actor
@@ -278,39 +276,44 @@ class TrainJob:
             self.env_server = None
 
     # -- evaluation -----------------------------------------------------------------------
-    async def evaluate(self, label: str) -> float:
+    async def evaluate(self, label: str) -> dict[str, Any] | None:
+        """One held-out stage (greedy, one sample per task): recorded in the store as
+        ``stage_<label>`` and returned. A task that fails to run counts as unsolved."""
         if not self.eval_tasks:
-            return float("nan")
+            return None
         handles = list(self.workers.values())
         specs = [
             RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(self.eval_tasks)
         ]
         results = await asyncio.gather(
-            *(handles[i % len(handles)].run.remote(s) for i, s in enumerate(specs))
+            *(handles[i % len(handles)].run.remote(s) for i, s in enumerate(specs)),
+            return_exceptions=True,
         )
-        rate = sum(_passed(r.payload) for r in results) / len(results)
-        calls_ok = statistics.fmean(_call_success(r.payload) for r in results)
-        self.store.set_meta(
-            f"pass_rate_{label}",
-            {
-                "rate": rate,
-                "call_success": calls_ok,
-                "n": len(results),
-                "tasks": [r.spec.task_id for r in results],
-            },
-        )
+        graded = []
+        for task, r in zip(self.eval_tasks, results, strict=True):
+            if isinstance(r, BaseException) or r.error:
+                why = r if isinstance(r, BaseException) else r.error
+                self.log(f"held-out task {task.id} could not run ({label}): {why}")
+                graded.append((task, None))
+            else:
+                graded.append((task, Trajectory.model_validate_json(r.payload)))
+        stage = stage_record(label, graded)
+        calls = [call_success_rate(t) for _, t in graded if t is not None]
+        stage["call_success"] = statistics.fmean(calls) if calls else 0.0
+        self.store.set_meta(f"stage_{label}", stage)
+        lo, hi = stage["ci95"]
         self.log(
-            f"held-out pass rate {label}: {rate:.3f}, tool calls without error "
-            f"{calls_ok:.3f} ({len(results)} tasks, greedy)"
+            f"held-out pass rate {label}: {stage['pass_rate']:.3f} "
+            f"(95% CI {lo:.3f}-{hi:.3f}, {stage['tasks']} tasks, greedy), "
+            f"tool calls without error {stage['call_success']:.3f}"
         )
-        return rate
+        return stage
 
     # -- SFT warm start ----------------------------------------------------------------------
     async def sft(self) -> None:
-        from cheetah.harness.loop import run_agent
+        from cheetah.tasks.episode import run_episode
         from cheetah.tasks.oracle import OraclePolicy
         from cheetah.tasks.remote import fleet_factory
-        from cheetah.tasks.session import open_task
 
         steps = self.cfg.train.sft_steps
         if steps <= 0:
@@ -321,30 +324,39 @@ class TrainJob:
             for task in self.train_tasks:
                 if not task.reference_patch:
                     continue
-                ws = await open_task(factory, task)
-                try:
-                    traj = await run_agent(task.query, OraclePolicy(task), ws.agent)
-                finally:
-                    await factory.close(ws)
+                ep = await run_episode(task, OraclePolicy(task), factory)
+                if ep.error is not None or ep.trajectory is None:
+                    self.log(f"sft: task {task.id} could not run, skipped: {ep.error}")
+                    continue
+                if ep.grade is None or not ep.grade.correct:  # never imitate a wrong fix
+                    self.log(f"sft: the oracle does not solve task {task.id}; skipped")
+                    continue
                 samples.append(
                     sample_from_trajectory(
-                        traj,
+                        ep.trajectory,
                         self.tokenizer,
                         need_logprobs=False,
                         max_len=self.cfg.train.max_seq_len,
                     )
                 )
-        self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.sft_lr
         if not samples:
             self.log("sft: no training task has a reference patch; skipped")
             return
+        cut = [s for s in samples if s.dropped_tokens]
+        if cut:
+            self.log(
+                f"sft: {len(cut)} of {len(samples)} demonstrations are longer than "
+                f"train.max_seq_len={self.cfg.train.max_seq_len}; "
+                f"{sum(s.dropped_trained for s in cut)} trained tokens dropped"
+            )
         self.rng.shuffle(samples)
         per = max(1, min(self.cfg.train.sft_batch, len(samples)))
         for i in range(steps):
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
+            t = self.cfg.train
+            self.trainer.set_lr(lr_at(i, steps, t.sft_lr, t.warmup_frac, t.lr_decay))
             m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
-        self.trainer.opt.param_groups[0]["lr"] = self.cfg.train.lr
         await self.trainer.sync_to(self.sync_targets)
 
     # -- RL ---------------------------------------------------------------------------------
@@ -353,9 +365,8 @@ class TrainJob:
             (self.dir / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
         )
         step = 0
-        if ckpts:
-            self.trainer.load_checkpoint(ckpts[-1])
-            step = self.trainer.step_count
+        if ckpts:  # the RL step from the cursor: the trainer's own count includes SFT steps
+            step = int(self.trainer.load_checkpoint(ckpts[-1])["step"])
         self.store.untrain_after(step)
         rows = self.store.untrained()
         done = self.store.done_groups()
@@ -385,6 +396,8 @@ class TrainJob:
             groups_per_step=r.groups_per_step,
             max_staleness=r.max_staleness,
             max_rollouts=total,
+            dynamic_sampling=r.dynamic_sampling,
+            max_resampled=r.max_resampled_groups,
         )
         step = self._resume_state(scheduler) if self.resume else 0
         if step:
@@ -392,6 +405,9 @@ class TrainJob:
         state = {"step": step}
 
         def on_result(f: Finished) -> None:
+            if f.error:
+                self.log(f"task {f.spec.task_id} could not run; its group is dropped: {f.error}")
+                return
             self.store.add_rollout(
                 f.spec.rollout_id,
                 f.spec.group_id,
@@ -403,13 +419,15 @@ class TrainJob:
             )
 
         async def on_batch(batch: list[Group]) -> None:
+            resampled = scheduler.stats.groups_resampled - state.get("resampled", 0)
+            state["resampled"] = scheduler.stats.groups_resampled
             if scheduler.dropped:
                 self.store.mark_trained(
                     [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts], -1
                 )
                 scheduler.dropped.clear()
             state["step"] += 1
-            await self._train_step(state["step"], batch)
+            await self._train_step(state["step"], batch, resampled)
 
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -431,7 +449,7 @@ class TrainJob:
             )
             await run_rollouts(scheduler, self.workers, on_batch, on_result=on_result)
 
-    async def _train_step(self, step: int, batch: list[Group]) -> None:
+    async def _train_step(self, step: int, batch: list[Group], resampled: int = 0) -> None:
         import torch
 
         from cheetah.rl.loss import group_advantages
@@ -462,9 +480,16 @@ class TrainJob:
             "reward_mean": statistics.fmean(rewards),
             "pass_rate": statistics.fmean(_passed(p) for p in payloads),
             "samples_skipped": skipped,
+            "groups_resampled": resampled,
         }
         metrics.update(behaviour_metrics(payloads))
+        metrics.update(
+            truncation_metrics(samples, [Trajectory.model_validate_json(p) for p in payloads])
+        )
         if samples and any(s.advantage != 0 for s in samples):
+            t = self.cfg.train
+            metrics["lr"] = lr_at(step - 1, t.steps, t.lr, t.warmup_frac, t.lr_decay)
+            self.trainer.set_lr(metrics["lr"])
             m = await asyncio.to_thread(self.trainer.rl_step, samples)
             metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
             t0 = time.perf_counter()
@@ -477,6 +502,8 @@ class TrainJob:
         stats = (
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
             f"calls ok {metrics['call_success']:.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
+            f"  cut: {metrics['turns_cut_by_max_new_tokens']:.0f} turns by max_new_tokens, "
+            f"{metrics['samples_cut_by_max_seq_len']:.0f} samples by max_seq_len"
         )
         if self._bar is not None:
             bar, task = self._bar
@@ -504,29 +531,31 @@ class TrainJob:
 
     async def _run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
+        names = ["base", "sft", "rl"] if self.cfg.train.sft_steps > 0 else ["base", "rl"]
+        stages = [m for n in names[:-1] if (m := self.store.get_meta(f"stage_{n}"))]
         if not self.resume:
-            await self.sft()
-            before = await self.evaluate("before")
-        else:
-            before = (self.store.get_meta("pass_rate_before") or {}).get("rate", float("nan"))
+            stages = [await self.evaluate("base")]
+            if self.cfg.train.sft_steps > 0:
+                await self.sft()
+                stages.append(await self.evaluate("sft"))
         await self.rl()
-        after = await self.evaluate("after")
+        stages.append(await self.evaluate("rl"))
         plot_curves(self.store, self.dir / "reward.png")
-
-        def calls_ok(label: str) -> float:
-            meta = self.store.get_meta(f"pass_rate_{label}") or {}
-            return meta.get("call_success", float("nan"))
-
-        summary = {
-            "pass_rate_before": before,
-            "pass_rate_after": after,
-            "call_success_before": calls_ok("before"),
-            "call_success_after": calls_ok("after"),
-            "rollouts": self.store.count(),
-            "wall_s": time.perf_counter() - t0,
-            "run_dir": str(self.dir),
-        }
+        stages = [s for s in stages if s is not None]
+        summary = summarize(stages)
+        summary.update(
+            {
+                "pass_rate_before": stages[0]["pass_rate"] if stages else float("nan"),
+                "pass_rate_after": stages[-1]["pass_rate"] if stages else float("nan"),
+                "rollouts": self.store.count(),
+                "wall_s": time.perf_counter() - t0,
+                "run_dir": str(self.dir),
+            }
+        )
+        self.store.set_meta("summary", summary)
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        if summary["stages"]:
+            self.log(table(summary))
         return summary
 
 

@@ -3,9 +3,13 @@
 A step runs micro-batches of whole samples (padded to the longest in the micro-batch,
 about ``micro_batch_tokens`` tokens each), accumulates gradients, clips them, and
 steps AdamW. The RL objective is ``loss.policy_loss`` with the behaviour logprobs the
-engine recorded; the proximal logprobs are the trainer's own before the step (one
-update per batch, so the truncated importance weight is what corrects for the
-engine's staleness and numerics). SFT uses the same batching with a token-level
+engine recorded, both under the distribution the engine sampled from
+(softmax(logits / ``temperature``); training rollouts use no top-k/top-p). The proximal
+logprobs are the trainer's own, taken in the same forward pass: one update per batch
+makes the PPO ratio exactly 1, so **no clipping acts**; what the step does is a
+token-level policy gradient weighted by the truncated importance weight
+min(pi_trainer / pi_behaviour, is_cap), which corrects for the engine's staleness and
+numerics. SFT uses the same batching with a token-level
 cross-entropy on the masked-in tokens. bf16 autocast is used only where it helps
 (``bf16=True``; CUDA, or CPUs with fast bf16).
 
@@ -44,6 +48,9 @@ class TrainConfig:
     micro_batch_tokens: int = 4096
     bf16: bool = False
     grad_checkpointing: bool = False  # recompute activations in backward: far less memory
+    # The rollouts' sampling temperature: RL logprobs are those of softmax(logits / T), the
+    # distribution the engine sampled from (training rollouts use no top-k/top-p filter).
+    temperature: float = 1.0
     loss: LossConfig = field(default_factory=LossConfig)
 
 
@@ -113,8 +120,9 @@ class Trainer:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
 
-    def _forward(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Logprobs of the trained tokens only, flattened to [1, N] with what goes with them.
+    def _forward(self, b: dict[str, torch.Tensor], temperature: float) -> dict[str, torch.Tensor]:
+        """Logprobs (under softmax(logits / temperature)) of the trained tokens only, flattened
+        to [1, N] with what goes with them.
 
         The LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2) runs only on the
         positions whose next token is trained, about a tenth of an agent conversation, which
@@ -127,6 +135,8 @@ class Trainer:
                 input_ids=b["input_ids"], attention_mask=b["attention"]
             ).last_hidden_state[:, :-1][sel]
             logits = self.model.get_output_embeddings()(hidden).float()
+        if temperature != 1.0:
+            logits = logits / temperature
         targets = b["input_ids"][:, 1:][sel]
         adv = b["advantage"][:, None].expand_as(sel)[sel]
         return {
@@ -146,7 +156,8 @@ class Trainer:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
         for mb in micro_batches(samples, self.cfg.micro_batch_tokens):
-            f = self._forward(_pad(mb, self.pad_id))
+            temperature = self.cfg.temperature if objective == "rl" else 1.0
+            f = self._forward(_pad(mb, self.pad_id), temperature)
             lp, mask = f["lp"], f["mask"]
             if lp.numel() == 0:
                 continue
@@ -190,6 +201,10 @@ class Trainer:
             step_s=time.perf_counter() - t0,
         )
 
+    def set_lr(self, lr: float) -> None:
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+
     def rl_step(self, samples: list[Sample]) -> StepMetrics:
         return self._run(samples, "rl")
 
@@ -197,9 +212,11 @@ class Trainer:
         return self._run(samples, "sft")
 
     @torch.no_grad()
-    def logprobs(self, sample: Sample) -> list[float]:
-        """The trainer's logprob of each masked-in token of ``sample`` (for mismatch checks)."""
-        return self._forward(_pad([sample], self.pad_id))["lp"][0].tolist()
+    def logprobs(self, sample: Sample, temperature: float | None = None) -> list[float]:
+        """The trainer's logprob of each masked-in token of ``sample`` under the rollouts'
+        sampling distribution (``cfg.temperature`` unless given), for mismatch checks."""
+        t = self.cfg.temperature if temperature is None else temperature
+        return self._forward(_pad([sample], self.pad_id), t)["lp"][0].tolist()
 
     # -- weights out ------------------------------------------------------------------
     def engine_state(self) -> dict[str, torch.Tensor]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -317,7 +318,80 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--heldout-fraction", type=float, default=0.2, help="share put in heldout")
     g.add_argument("--id-prefix", help="task id prefix (default: the repo folder name)")
     g.set_defaults(func=_generate)
+
+    c = sub.add_parser(
+        "curriculum",
+        help="a tiered curriculum with held-out functions and repos, from several repos",
+        description="Run the generator on each repo and turn every kept mutant into up to "
+        "three tasks: 'named' (file and function named; inverted operators only), 'file' "
+        "(file named) and 'behaviour' (failing tests only). Held-out tasks are chosen by "
+        "function (no held-out function is trained on); --heldout-repo repos are held out "
+        "whole. UNSANDBOXED: the repos' tests run on this machine (trusted repos only).",
+    )
+    c.add_argument("--repos", type=Path, nargs="+", required=True, help="repositories")
+    c.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
+    c.add_argument("--heldout-repo", action="append", default=[], help="repo name held out")
+    c.add_argument(
+        "--heldout-fraction", type=float, default=0.2, help="share of functions held out"
+    )
+    c.add_argument("--max-mutants", type=int, default=400, help="mutants to try per repo")
+    c.add_argument("--seed", type=int, default=0, help="seed for sampling mutants")
+    c.add_argument("--concurrency", type=int, default=2, help="test runs at once")
+    c.set_defaults(func=_curriculum)
     return tasks
+
+
+def _curriculum(args: argparse.Namespace) -> int:
+    import time
+
+    from cheetah.tasks.curriculum import TIERS, build_curriculum
+    from cheetah.tasks.generate import GenerateConfig, GenerateError
+    from cheetah.tasks.loaders import dump_tasks
+
+    missing = [str(r) for r in args.repos if not r.is_dir()]
+    if missing:
+        print(f"cheetah tasks curriculum: no repository at {', '.join(missing)}", file=sys.stderr)
+        return 2
+    names = {r.resolve().name for r in args.repos}
+    unknown = set(args.heldout_repo) - names
+    if unknown:
+        print(f"cheetah tasks curriculum: --heldout-repo {sorted(unknown)} is not among --repos",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    config = GenerateConfig(
+        max_mutants=args.max_mutants,
+        max_tasks=args.max_mutants,
+        seed=args.seed,
+        concurrency=args.concurrency,
+    )
+    last = {"t": 0.0}
+
+    def tick(repo: str, total: int, done: int, kept: int) -> None:
+        if time.monotonic() - last["t"] > 10 or done == total:  # a line every ~10 s, in logs too
+            last["t"] = time.monotonic()
+            print(f"{repo}: {done}/{total} mutants tried, {kept} kept", flush=True)
+
+    try:
+        tasks, stats = asyncio.run(
+            build_curriculum(
+                args.repos,
+                args.out.parent,
+                heldout_repos=set(args.heldout_repo),
+                heldout_fraction=args.heldout_fraction,
+                config=config,
+                on_progress=tick,
+            )
+        )
+    except GenerateError as e:
+        print(f"cheetah tasks curriculum: {e}", file=sys.stderr)
+        return 2
+    dump_tasks(tasks, args.out)
+    for tier in TIERS:
+        of = [t for t in tasks if t.tier == tier]
+        held = sum(t.split == "heldout" for t in of)
+        print(f"tier {tier}: {len(of)} tasks ({len(of) - held} train, {held} held-out)")
+    print(f"{len(tasks)} tasks written to {args.out}; generator stats: {json.dumps(stats)}")
+    return 0 if tasks else 1
 
 
 def add_eval_command(subparsers) -> argparse.ArgumentParser:

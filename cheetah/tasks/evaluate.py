@@ -1,8 +1,8 @@
 """``run_eval``: K samples of an agent on each task, graded, summarized into a report.
 
-One sample: the factory makes a workspace from the task snapshot (and runs its setup),
-the baseline is captured, ``run_agent`` runs the policy, the grader grades, the
-trajectory (with its grade) is saved, the workspace is closed. Samples run
+One sample is one ``tasks.episode.run_episode`` (open the task's session and run its
+setup, capture the baseline, run the agent, grade, close), the same function RL
+rollouts and SFT demonstrations use; the trajectory (with its grade) is saved. Samples run
 ``concurrency`` at a time. A problem with one task (missing repo or commit, failing
 setup, a policy that cannot be built) becomes that sample's ``error`` and the run
 goes on; errored samples count as incorrect in pass@k and are listed in the report.
@@ -25,12 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cheetah.harness.loop import AgentLimits, run_agent
+from cheetah.harness.loop import AgentLimits
 from cheetah.harness.policy import Policy
-from cheetah.tasks.grader import GraderConfig, attach, capture_baseline, grade
+from cheetah.tasks.episode import run_episode
+from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.metrics import mean_of, pass_at_k, trajectory_metrics
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import SessionFactory, TaskSetupError, open_task
+from cheetah.tasks.session import SessionFactory
 
 PolicyFactory = Callable[[Task], Policy]
 
@@ -102,29 +103,29 @@ async def run_sample(
     t0 = time.monotonic()
     res = SampleResult(task_id=task.id, sample=sample)
     try:
-        ws = await open_task(factory, task, setup_timeout_s=config.setup_timeout_s)
-    except TaskSetupError as e:
-        res.error, res.wall_s = str(e), time.monotonic() - t0
-        return res
-    try:
-        baseline = await capture_baseline(ws)
-        policy = policy_factory(task)
-        traj = await run_agent(task.query, policy, ws.agent, config.limits(), task_id=task.id)
-        g = await grade(task, ws, baseline, config.grader)
-        attach(traj, g)
-        res.correct, res.reward, res.conventions = g.correct, g.reward, g.conventions
-        res.stop_reason = traj.stop_reason
-        res.failed_checks = [c.label for c in g.failed_checks]
-        if g.errors:
-            res.error = "; ".join(g.errors)
-        res.metrics = trajectory_metrics(traj)
-        if traj_dir is not None:
-            path = traj.save(traj_dir / f"{task.id}.{sample}.json")
-            res.trajectory = str(path)
+        ep = await run_episode(
+            task,
+            policy_factory(task),
+            factory,
+            limits=config.limits(),
+            grader=config.grader,
+            setup_timeout_s=config.setup_timeout_s,
+        )
     except Exception as e:  # one broken sample never stops the run
-        res.error = f"{type(e).__name__}: {e}"
-    finally:
-        await factory.close(ws)
+        res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0
+        return res
+    if ep.error is not None or ep.trajectory is None or ep.grade is None:
+        res.error, res.wall_s = ep.error, time.monotonic() - t0
+        return res
+    traj, g = ep.trajectory, ep.grade
+    res.correct, res.reward, res.conventions = g.correct, g.reward, g.conventions
+    res.stop_reason = traj.stop_reason
+    res.failed_checks = [c.label for c in g.failed_checks]
+    if g.errors:
+        res.error = "; ".join(g.errors)
+    res.metrics = trajectory_metrics(traj)
+    if traj_dir is not None:
+        res.trajectory = str(traj.save(traj_dir / f"{task.id}.{sample}.json"))
     res.wall_s = time.monotonic() - t0
     return res
 

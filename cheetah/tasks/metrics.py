@@ -1,7 +1,12 @@
 """Pure functions from trajectories and grades to the numbers an eval reports.
 
-Deliberately left out: confidence intervals and per-token latency (the report
-shows wall time per task; token timing belongs to the inference benchmarks).
+``behaviour`` summarizes how a set of runs used the tools (what learning should
+change first): parse rate, old_str match rate, right-file edit rate, calls per turn,
+reads and searches before the first edit, and the share of turns cut by the token
+limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
+
+Deliberately left out: per-token latency (the report shows wall time per task; token
+timing belongs to the inference benchmarks).
 """
 
 from __future__ import annotations
@@ -53,3 +58,39 @@ def mean_of(rows: list[dict], key: str) -> float | None:
     """Mean of ``key`` over the rows that have a number for it."""
     values = [r[key] for r in rows if isinstance(r.get(key), int | float)]
     return fmean(values) if values else None
+
+
+def _share(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def behaviour(trajs: list[Trajectory], targets: list[set[str] | None]) -> dict[str, float | None]:
+    """Tool-use behaviour over runs; ``targets[i]`` are the files run i should edit (the
+    reference patch's), or None when unknown. A rate with nothing to count is None."""
+    calls = [c for t in trajs for c in t.calls]
+    turns = [turn for t in trajs for turn in t.turns]
+    replaces = [c for c in calls if c.name == "edit_file" and "old_str" in c.args]
+    judged = [(t, want) for t, want in zip(trajs, targets, strict=True) if want]
+    right = sum(
+        any(
+            c.name in EDIT_TOOLS and not c.is_error and norm(c.args.get("path", "")) in want
+            for c in t.calls
+        )
+        for t, want in judged
+    )
+    rows = [trajectory_metrics(t) for t in trajs]
+    return {
+        "parse_rate": _share(sum(not c.meta.get("malformed") for c in calls), len(calls)),
+        "old_str_match_rate": _share(sum(not c.is_error for c in replaces), len(replaces)),
+        "right_file_edit_rate": _share(right, len(judged)),
+        "calls_per_turn": mean_of(rows, "calls_per_turn"),
+        "reads_before_edit": mean_of(rows, "explore_before_edit"),
+        "truncated_turn_share": _share(
+            sum(turn.finish_reason == "length" for turn in turns), len(turns)
+        ),
+    }
+
+
+def norm(path: str) -> str:
+    """A workspace path as patches name it (no ./, no doubled or trailing slashes)."""
+    return "/".join(p for p in path.strip().split("/") if p not in ("", "."))

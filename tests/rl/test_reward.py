@@ -32,3 +32,10 @@ def test_shaped_reward_adds_the_weighted_rate_only_when_asked():
     assert shaped_reward(0.8, t, 0.0) == 0.8
     assert shaped_reward(0.0, t, 0.2) == pytest.approx(0.1)
     assert shaped_reward(1.0, t, 0.2) == pytest.approx(1.1)
+
+
+def test_turn_cost_rewards_solving_in_fewer_turns():
+    three = traj([False], [False], [False])
+    one = traj([False, False, False])  # the same calls in one message
+    assert shaped_reward(1.0, three, 0.0, turn_cost=0.05) == pytest.approx(0.85)
+    assert shaped_reward(1.0, one, 0.0, turn_cost=0.05) == pytest.approx(0.95)

@@ -109,3 +109,22 @@ def test_restore_brings_back_untrained_work_and_reruns_only_what_never_finished(
     ids = [sp.rollout_id for _, sp in started]
     assert ids[:3] == [4, 6, 7]  # group 2 sample 0, group 3 both samples: never run twice
     assert ids[3] == 8 and started[3][1].task_id == "t4"  # then new groups continue the cursor
+
+
+def test_dynamic_sampling_replaces_groups_without_a_reward_difference():
+    s = sched(max_rollouts=4, dynamic_sampling=True, max_resampled=1)
+    started = s.assign()
+    for _, spec in started[:2]:
+        s.finish(Finished(spec, 0.0, [0]))  # t0: all equal -> dropped, its budget freed
+    assert s.stats.groups_resampled == 1 and [g.task_id for g in s.dropped] == ["t0"]
+    assert s.take_batch(0) is None
+    [(_, a), (_, b)] = s.assign()  # a replacement group starts in t0's place
+    assert a.task_id == b.task_id == "t2"
+    s.finish(Finished(started[2][1], 1.0, [0]))
+    s.finish(Finished(started[3][1], 0.0, [0]))
+    [group] = s.take_batch(0)
+    assert group.task_id == "t1"  # a reward difference: kept
+    s.finish(Finished(a, 0.5, [0]))
+    s.finish(Finished(b, 0.5, [0]))  # equal again, but the resample budget (1) is spent
+    [group] = s.take_batch(0)
+    assert group.task_id == "t2" and s.stats.groups_resampled == 1 and s.idle

@@ -17,14 +17,19 @@ from cheetah.rl.config import ConfigError, load_config
 from tests.conftest import REPO_ROOT
 
 BIN = Path(sys.executable).parent
+# 100 SFT steps at a high learning rate teach the tiny model to write some clean tool
+# calls, so groups get a reward difference (format shaping) and RL steps really train.
+# Dynamic sampling is off so that the run's rollout count is exact.
 SMALL = [
     "model.spec=tiny",
-    "rollout.max_new_tokens=24",
+    "rollout.max_new_tokens=96",
     "rollout.max_turns=2",
     "rollout.group_size=2",
     "rollout.groups_per_step=2",
+    "rollout.dynamic_sampling=false",
     "tasks.eval_limit=2",
-    "train.sft_steps=1",
+    "train.sft_steps=100",
+    "train.sft_lr=1e-2",
     "rollout.sandbox=local",
 ]
 
@@ -102,10 +107,22 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
         untrained = db.execute(
             "SELECT COUNT(*) FROM rollouts WHERE trained_step IS NULL"
         ).fetchone()
+        optimizer_steps = db.execute(
+            "SELECT step, value FROM metrics WHERE name = 'train_grad_norm'"
+        ).fetchall()
+        truncation = db.execute(
+            "SELECT COUNT(*) FROM metrics WHERE name = 'turns_cut_by_max_new_tokens'"
+        ).fetchone()
     assert all(after[k] == v for k, v in before.items())  # nothing finished was lost or redone
     assert steps == [1, 2, 3, 4] and untrained == (0,)
+    # The policy really changed: optimizer steps with a gradient happened (shaping gives
+    # groups a reward difference even when no task is solved), and truncation was counted.
+    assert optimizer_steps and all(v > 0 for _, v in optimizer_steps), optimizer_steps
+    assert truncation == (4,)
     summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
     assert summary["rollouts"] == len(after) == 16
+    assert [s["name"] for s in summary["stages"]] == ["base", "sft", "rl"]
+    assert all(s["tasks"] == 2 for s in summary["stages"]) and 0 <= summary["mcnemar_p"] <= 1
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
 

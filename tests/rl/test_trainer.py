@@ -1,6 +1,8 @@
 """Trainer against the real engine on the tiny model: same logprobs, learning moves them the
 right way, weight sync and checkpoints round-trip."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -191,3 +193,37 @@ async def test_mxfp8_moe_policy_trains_and_syncs_with_matching_logprobs(tokenize
         assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
     finally:
         engine.close()
+
+
+async def test_logprobs_are_recomputed_under_the_sampling_temperature(tokenizer, ws):
+    """Sampled at T=0.8, the trainer (told T) agrees with the engine within 1e-3; at T=1 it
+    would not, which is the bias the importance weights used to carry."""
+    engine = LocalEngine.from_loaded(build_tiny(tokenizer=tokenizer), max_batch=4)
+    try:
+        policy = EnginePolicy(
+            engine, tokenizer, SamplingParams(temperature=0.8, max_tokens=16, seed=3)
+        )
+        traj = await run_agent("Say hi.", policy, ws, AgentLimits(max_turns=2))
+    finally:
+        engine.close()
+    sample = sample_from_trajectory(traj, tokenizer, advantage=1.0)
+    theirs = [lp for t in traj.turns for lp in t.logprobs]
+    trainer = Trainer(
+        build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(temperature=0.8)
+    )
+    ours = trainer.logprobs(sample)
+    assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
+    at_one = trainer.logprobs(sample, temperature=1.0)
+    assert max(abs(a - b) for a, b in zip(at_one, theirs, strict=True)) > 1e-2
+    m = trainer.rl_step([sample])
+    assert m.mismatch_max_abs < 1e-3 and m.is_weight_mean == pytest.approx(1.0, abs=1e-3)
+
+
+def test_lr_schedule_warms_up_then_decays():
+    from cheetah.rl.lr_schedule import lr_at
+
+    lrs = [lr_at(i, 10, 1.0, 0.2, "cosine") for i in range(10)]
+    assert lrs[0] == pytest.approx(1 / 3) and lrs[1] == pytest.approx(2 / 3)
+    assert lrs[2] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.1)
+    assert all(a >= b for a, b in itertools.pairwise(lrs[2:]))
+    assert [lr_at(i, 4, 2.0, 0.0, "constant") for i in range(4)] == [2.0] * 4

@@ -56,9 +56,15 @@ async function loadRun(name) {
     api(`/api/runs/${name}`), api(`/api/runs/${name}/metrics`), api(`/api/runs/${name}/rollouts`),
   ]);
   document.getElementById("run-title").textContent = `Run ${name}`;
+  const stages = (summary.stages || []).map(
+    (s) => `${s.name} ${fmt(s.pass_rate)} [${fmt(s.ci95[0])}, ${fmt(s.ci95[1])}] of ${s.tasks}`,
+  );
+  const heldOut = stages.length
+    ? `held-out pass rate by stage: ${stages.join("; ")}` +
+      (summary.mcnemar_p == null ? "" : ` (McNemar p, last vs base: ${fmt(summary.mcnemar_p)})`)
+    : `held-out pass rate before ${fmt(summary.pass_rate_before)}, after ${fmt(summary.pass_rate_after)}`;
   document.getElementById("run-summary").textContent =
-    `held-out pass rate before ${fmt(summary.pass_rate_before)}, after ${fmt(summary.pass_rate_after)}; ` +
-    `mean reward ${fmt(summary.mean_reward)}; ${summary.rollouts} rollouts`;
+    `${heldOut}; mean reward ${fmt(summary.mean_reward)}; ${summary.rollouts} rollouts`;
   drawCurves(metrics);
   drawTimeline(rollouts);
   fillRollouts(name, rollouts);

@@ -1,0 +1,95 @@
+"""Held-out evaluation stages of a training run (base model, after SFT, after RL) and the
+summary that compares them. Pure functions over graded trajectories.
+
+Every stage evaluates the same held-out tasks, greedily, one sample each, so stages can
+be compared task by task: a stage records its pass rate with a Wilson 95% interval, its
+rate per curriculum tier, tool-use behaviour (``tasks.metrics.behaviour``) and which
+tasks it solved; the summary adds the exact McNemar test between consecutive stages
+and between the last and the first (``mcnemar_p``, the figure a run is judged by).
+
+Deliberately left out: several samples per task (pass@k) in training runs; the
+standalone ``cheetah eval`` reports those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cheetah.harness.trajectory import Trajectory
+from cheetah.tasks.metrics import behaviour
+from cheetah.tasks.patch import parse_patch
+from cheetah.tasks.schema import Task
+from cheetah.tasks.stats import compare, wilson_interval
+
+
+def target_files(task: Task) -> set[str] | None:
+    """The files the task's reference patch changes (None without one)."""
+    if not task.reference_patch:
+        return None
+    return {p.path for p in parse_patch(task.reference_patch)} or None
+
+
+def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dict[str, Any]:
+    """One stage: ``graded`` pairs each held-out task with its trajectory (None when the task
+    could not run: it counts as unsolved and is listed under ``errors``)."""
+    solved = {t.id: bool(tr is not None and (tr.grade or {}).get("correct")) for t, tr in graded}
+    n, k = len(solved), sum(solved.values())
+    lo, hi = wilson_interval(k, n)
+    tiers: dict[str, list[bool]] = {}
+    for task, _ in graded:
+        tiers.setdefault(task.tier, []).append(solved[task.id])
+    ran = [(task, tr) for task, tr in graded if tr is not None]
+    return {
+        "name": name,
+        "tasks": n,
+        "solved": k,
+        "pass_rate": k / n if n else 0.0,
+        "ci95": [lo, hi],
+        "per_tier": {
+            tier: {"tasks": len(v), "pass_rate": sum(v) / len(v)}
+            for tier, v in sorted(tiers.items())
+        },
+        "behaviour": behaviour([tr for _, tr in ran], [target_files(task) for task, _ in ran]),
+        "errors": sorted(task.id for task, tr in graded if tr is None),
+        "solved_tasks": solved,
+    }
+
+
+def summarize(stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stages and their paired comparisons; ``mcnemar_p`` is the last stage vs the first."""
+    pairs = [(stages[i - 1], stages[i]) for i in range(1, len(stages))]
+    if len(stages) > 2:
+        pairs.append((stages[0], stages[-1]))
+    comparisons = [
+        {"before": a["name"], "after": b["name"], **compare(a["solved_tasks"], b["solved_tasks"]).as_dict()}
+        for a, b in pairs
+    ]  # fmt: skip
+    final = comparisons[-1]["mcnemar_p"] if comparisons else None
+    return {"stages": stages, "comparisons": comparisons, "mcnemar_p": final}
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The summary as the text table ``make demo`` prints."""
+
+    def pct(x: float | None) -> str:
+        return "  -  " if x is None else f"{100 * x:5.1f}"
+
+    lines = [
+        "stage   tasks  solved  pass%   95% CI        parse%  match%  right-file%  calls/turn",
+    ]
+    for s in summary["stages"]:
+        b = s["behaviour"]
+        lo, hi = s["ci95"]
+        cpt = b.get("calls_per_turn")
+        lines.append(
+            f"{s['name']:<7} {s['tasks']:>5}  {s['solved']:>6}  {pct(s['pass_rate'])}  "
+            f"[{pct(lo)}, {pct(hi)}]  {pct(b.get('parse_rate'))}   {pct(b.get('old_str_match_rate'))}"
+            f"   {pct(b.get('right_file_edit_rate'))}        "
+            + ("  -" if cpt is None else f"{cpt:.2f}")
+        )  # fmt: skip
+    for c in summary["comparisons"]:
+        lines.append(
+            f"{c['after']} vs {c['before']}: solved only after {c['only_after']}, only before "
+            f"{c['only_before']}, exact McNemar p = {c['mcnemar_p']:.4f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""A training curriculum from the project's own generator: tiers, held-out functions, held-out repos.
+
+For every repo, ``generate.generate_tasks`` mutates the code and keeps the mutants its
+tests catch (each task's reference patch is the minimal edit that undoes the mutant,
+so the oracle demonstrations make minimal edits). Each kept mutant then becomes up to
+three tasks of decreasing help, the curriculum's tiers:
+
+- ``named``: the query names the file and the function, and the bug is one inverted
+  operator (``compare`` and ``arith`` mutants only);
+- ``file``: the query names the file and what fails;
+- ``behaviour``: only the failing behaviour (the generator's own query).
+
+Splits. Held-out tasks are chosen by *function*: a stable hash of (repo, file, function)
+puts about ``heldout_fraction`` of the functions in ``heldout``, with every tier of every
+mutant in them, so no held-out function is ever trained on. Whole repos named in
+``heldout_repos`` are never trained on either (tagged ``heldout-repo``), to measure
+transfer. Snapshot paths are written relative to the output file's directory.
+
+Deliberately left out: checking that a query does not leak the fix (the generator's
+queries never quote the mutated line; the ``named`` tier names the function on purpose).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from cheetah.tasks.generate import GenerateConfig, generate_tasks
+from cheetah.tasks.patch import parse_patch
+from cheetah.tasks.schema import Task
+
+TIERS = ("named", "file", "behaviour")
+INVERTED = frozenset({"compare", "arith"})  # one operator replaced by its opposite
+
+
+def enclosing_function(source: str, line: int) -> str | None:
+    """The innermost function or method (``Class.method``) around ``line``, or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    best: tuple[int, str] | None = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            name = getattr(child, "name", None)
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qual = f"{prefix}{name}"
+                end = getattr(child, "end_lineno", child.lineno)
+                inside = child.lineno <= line <= end and not isinstance(child, ast.ClassDef)
+                if inside and (best is None or child.lineno >= best[0]):
+                    best = (child.lineno, qual)
+                visit(child, qual + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return best[1] if best else None
+
+
+def _bucket(key: str) -> float:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 16**8
+
+
+def _failing(task: Task) -> str:
+    tests = [c.test for c in task.fail_to_pass if c.test]
+    more = f" (and {len(tests) - 1} more)" if len(tests) > 1 else ""
+    return f"{tests[0]}{more}" if tests else "a test"
+
+
+def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]:
+    """The held-out key (repo, file, function) of one generated task and its tiers (see the
+    module docstring); splits are left to the caller."""
+    [fp] = parse_patch(task.reference_patch or "")
+    path = fp.path
+    line = fp.hunks[0].old_start + 3 if fp.hunks else 1  # diff context is 3 lines
+    func = enclosing_function((repo_dir / path).read_text(encoding="utf-8"), line)
+    operator = next((t for t in task.tags if t in INVERTED), None)
+    fails = _failing(task)
+    out = []
+    if func and operator:
+        query = (
+            f"`{func}` in {path} has one operator inverted, so {fails} fails. "
+            f"Fix `{func}`; do not change the tests."
+        )
+        out.append(
+            task.model_copy(update={"id": f"{task.id}-named", "tier": "named", "query": query})
+        )
+    query = f"A bug in {path} makes {fails} fail. Fix it; do not change the tests."
+    out.append(task.model_copy(update={"id": f"{task.id}-file", "tier": "file", "query": query}))
+    out.append(task.model_copy(update={"id": f"{task.id}-behaviour", "tier": "behaviour"}))
+    for t in out:
+        t.tags = sorted({*t.tags, "curriculum", f"function:{path}:{func or '?'}"})
+    return f"{repo_name}:{path}:{func or line}", out
+
+
+async def build_curriculum(
+    repos: list[Path],
+    out_dir: Path,
+    *,
+    heldout_repos: set[str],
+    heldout_fraction: float = 0.2,
+    config: GenerateConfig | None = None,
+    on_progress: Callable[[str, int, int, int], None] | None = None,
+) -> tuple[list[Task], dict[str, dict[str, int]]]:
+    """Tasks for every repo (see the module docstring) and the generator's stats per repo."""
+    config = config or GenerateConfig()
+    tasks: list[Task] = []
+    stats: dict[str, dict[str, int]] = {}
+    for repo in repos:
+        repo = repo.resolve()
+        name = repo.name
+
+        def tick(total: int, done: int, kept: int, name: str = name) -> None:
+            if on_progress:
+                on_progress(name, total, done, kept)
+
+        cfg = config.model_copy(update={"id_prefix": name, "heldout_fraction": 0.0})
+        result = await generate_tasks(repo, cfg, on_progress=tick)
+        stats[name] = result.stats
+        rel = os.path.relpath(repo, out_dir.resolve())
+        for base in result.tasks:
+            key, tiers = tiered(base, repo, name)
+            for t in tiers:
+                held = name in heldout_repos or _bucket(key) < heldout_fraction
+                t.split = "heldout" if held else "train"
+                if name in heldout_repos:
+                    t.tags = sorted({*t.tags, "heldout-repo"})
+                t.snapshot = t.snapshot.model_copy(update={"dir": rel})
+                tasks.append(t)
+    return tasks, stats
