@@ -21,9 +21,42 @@ SESSIONS_HELP = (
 )
 
 
+class _LineProgress:
+    """``rich.progress.Progress``'s few methods used here, as plain lines: one every ~10 s
+    and one at the end, for output that is not a terminal (logs, CI)."""
+
+    def __init__(self, console, total: int, what: str) -> None:
+        self.console, self.what = console, what
+        self.total, self.completed, self.last, self.printed = total, 0, "", 0.0
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._line()
+
+    def update(self, _task, *, advance: int = 0, total=None, completed=None, last="") -> None:
+        import time
+
+        self.total = self.total if total is None else total
+        self.completed = (self.completed if completed is None else completed) + advance
+        self.last = last or self.last
+        if time.monotonic() - self.printed >= 10:
+            self.printed = time.monotonic()
+            self._line()
+
+    def _line(self) -> None:
+        self.console.print(
+            f"{self.what}: {self.completed}/{self.total} {self.last}", soft_wrap=True
+        )
+
+
 def _progress(console, total: int, what: str):
+    """A progress bar on a terminal, a line every ~10 s otherwise."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not console.is_terminal:
+        return _LineProgress(console, total, what), 0
     progress = Progress(
         TextColumn(f"[bold]{what}"),
         BarColumn(),

@@ -30,7 +30,9 @@ def test_verbs_register_on_a_parent_parser():
 def test_validate_ok_and_malformed(calc_repo, tmp_path, capsys):
     good = write_tasks(tmp_path / "good.jsonl", bug_task(calc_repo))
     assert main(["tasks", "validate", str(good)]) == 0
-    assert "1/1 tasks valid" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "1/1 tasks valid" in out.out
+    assert "validating: 1/1" in out.err  # progress as plain lines when not on a terminal
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good.read_text() + '{"id": "x", "query": "q"}\n')
     assert main(["tasks", "validate", str(bad)]) == 2
