@@ -50,3 +50,22 @@ async def test_tiers_and_splits(tmp_path):
             split_of.setdefault(func, set()).add(t.split)
     assert split_of and all(len(s) == 1 for s in split_of.values())
     assert {t.tier for t in tasks} >= {"file", "behaviour"}
+
+
+def test_the_shipped_curriculum_keeps_its_splits():
+    from cheetah.tasks.loaders import load_tasks
+    from tests.conftest import REPO_ROOT
+
+    tasks = load_tasks(REPO_ROOT / "benchmarks" / "curriculum.jsonl")
+    assert len(tasks) >= 400 and {t.tier for t in tasks} == {"named", "file", "behaviour"}
+    split_of: dict[tuple[str, str], set[str]] = {}
+    for t in tasks:
+        repo = t.snapshot.dir.rsplit("/", 1)[-1]
+        if repo == "webapi":
+            assert t.split == "heldout" and "heldout-repo" in t.tags
+            continue
+        func = next(tag for tag in t.tags if tag.startswith("function:"))
+        split_of.setdefault((repo, func), set()).add(t.split)
+    assert all(len(s) == 1 for s in split_of.values())  # no held-out function is trained on
+    held = sum(s == {"heldout"} for s in split_of.values())
+    assert 0 < held < len(split_of)
