@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
@@ -146,8 +145,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.verb == "sft":
         print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
         return 0
-    summary = asyncio.run(job.run())
-    print(json.dumps(summary, indent=1))
+    summary = asyncio.run(job.run())  # the driver has printed the stage table
+    print(f"summary: {summary['run_dir']}/summary.json (wall {summary['wall_s']:.0f} s)")
     return 0
 
 

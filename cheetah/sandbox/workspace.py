@@ -77,12 +77,6 @@ def resolve_path(root: Path, path: str, *, must_exist: bool = False) -> Path:
     return target
 
 
-def relative_name(root: Path, host_path: Path) -> str:
-    """The workspace-relative name of a host path under ``root`` ('.' for the root)."""
-    rel = host_path.relative_to(root.resolve())
-    return rel.as_posix() or "."
-
-
 JUNK_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"})
 JUNK_SUFFIXES = (".pyc", ".pyo")
 

@@ -1,8 +1,8 @@
 """grep: regex search over workspace files, .gitignore respected, results capped.
 
-Written in Python over ``files.walk_files`` (files read by descriptor, links never followed) rather than shelling out to ripgrep so
-that the same code runs unchanged on the user's repo and on a sandbox's files,
-with no binary to provision. Python's ``re`` syntax; one line per match as
+Written in Python over ``files.walk_files`` (files read by descriptor, links never
+followed) rather than shelling out to ripgrep so that the same code runs unchanged on
+the user's repo and on a sandbox's files, with no binary to provision. Python's ``re`` syntax; one line per match as
 ``path:line: text``. Deliberately left out: multi-line patterns, context lines.
 """
 
