@@ -88,6 +88,7 @@ class LocalEnv:
         self.limits = limits or Limits()
         self.tools = default_tools()
         self.uploads = (config.base_dir if config else default_base_dir()) / "uploads"
+        remove_stale_parts(self.uploads)
         self.sessions: dict[str, _Session] = {}
         self.started = time.monotonic()
         self.created = 0
@@ -346,6 +347,20 @@ class LocalEnv:
             memory_available_mb=avail,
             uptime_s=time.monotonic() - self.started,
         )
+
+
+def remove_stale_parts(uploads: Path, max_age_s: float = 3600.0) -> list[Path]:
+    """Partial uploads (``.*.part``) untouched for ``max_age_s``: what a server killed in the
+    middle of an upload left. A live upload writes its file all the time, so the age tells
+    them apart even when several servers share the directory."""
+    removed = []
+    now = time.time()
+    for part in uploads.glob(".*.part") if uploads.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if now - part.stat().st_mtime > max_age_s:
+                part.unlink()
+                removed.append(part)
+    return removed
 
 
 def _meminfo() -> tuple[float, float]:

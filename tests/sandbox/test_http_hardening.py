@@ -621,3 +621,19 @@ async def test_tarball_limits_refuse_and_leave_nothing_behind(env_server, monkey
         await client.aclose()
         for sha in shas:
             _forget_upload(base, sha)
+
+
+def test_partial_uploads_of_a_killed_server_are_removed(tmp_path):
+    import os
+    import time
+
+    from cheetah.sandbox.env import remove_stale_parts
+
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    old, live = uploads / f".{'a' * 64}.x1.part", uploads / f".{'b' * 64}.x2.part"
+    old.write_bytes(b"x")
+    live.write_bytes(b"y")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert remove_stale_parts(uploads) == [old]
+    assert not old.exists() and live.exists()
