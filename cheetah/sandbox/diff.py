@@ -50,35 +50,24 @@ def tree_files(root: SafeRoot) -> set[str]:
 
 
 def layer_paths(upper: SafeRoot, lower: SafeRoot) -> set[str]:
-    """Paths an overlay upper layer touches: its files, whiteouts, and what opaque dirs hide."""
+    """Paths an overlay upper layer touches: its files, whiteouts, and what opaque dirs hide
+    (one walk of the upper layer; each directory's opaque mark is read as it is entered)."""
     out: set[str] = set()
-    dirs = [d for d, _ in _dirs(upper)]
-    for d in dirs:
-        if d != "." and _opaque(upper, d):
-            out |= {f"{d}/{rel}" for rel, _ in _walk_or_empty(lower, d)}
-    for rel, e in upper.walk():
-        if _is_whiteout(e):
-            if lower.kind(rel) == "dir":
-                out |= {f"{rel}/{sub}" for sub, _ in _walk_or_empty(lower, rel)}
-            else:
-                out.add(rel)
+    opaque: list[str] = []
+
+    def enter(d: str) -> bool:  # never skips a directory: it only notes the opaque ones
+        if _opaque(upper, d):
+            opaque.append(d)
+        return False
+
+    for rel, e in upper.walk(skip_dir=enter):
+        if _is_whiteout(e) and lower.kind(rel) == "dir":
+            out |= {f"{rel}/{sub}" for sub, _ in _walk_or_empty(lower, rel)}
         else:
             out.add(rel)
+    for d in opaque:
+        out |= {f"{d}/{rel}" for rel, _ in _walk_or_empty(lower, d)}
     return out
-
-
-def _dirs(root: SafeRoot, top: str = ".", depth: int = 0):
-    """Every directory under ``top`` (``top`` included), as (path, depth)."""
-    yield top, depth
-    try:
-        entries = root.list(top)
-    except PathError:
-        return
-    if depth >= 64:
-        return
-    for e in sorted(entries, key=lambda e: e.name):
-        if e.kind == "dir":
-            yield from _dirs(root, e.name if top == "." else f"{top}/{e.name}", depth + 1)
 
 
 def _walk_or_empty(root: SafeRoot, top: str):

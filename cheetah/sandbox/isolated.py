@@ -251,11 +251,7 @@ class IsolatedSession:
 
     def _unmount_layers(self) -> None:
         for target in (self.merged, self.layer):
-            if mounts.is_mounted(target):
-                try:
-                    mounts.umount(target)
-                except OSError:
-                    mounts.umount(target, lazy=True)
+            mounts.detach(target)
 
     def kill_processes(self) -> int:
         """Kill every process of the session, commands still starting included; returns how

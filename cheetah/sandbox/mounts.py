@@ -7,6 +7,7 @@ more than the mounts (the goal is a create under 50 ms).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -38,6 +39,19 @@ def umount(target: Path, lazy: bool = False) -> None:
     if _libc.umount2(str(target).encode(), MNT_DETACH if lazy else 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
+def detach(target: Path, max_stacked: int = 8) -> int:
+    """Unmount every mount stacked on ``target`` (lazily when one is busy); how many."""
+    n = 0
+    while n < max_stacked and is_mounted(target):
+        try:
+            umount(target)
+        except OSError:
+            with contextlib.suppress(OSError):  # gone meanwhile (another process took it)
+                umount(target, lazy=True)
+        n += 1
+    return n
 
 
 def bind_readonly(source: Path, target: Path) -> None:

@@ -47,14 +47,19 @@ def _proc_cwd(pid: int) -> str | None:
         return None
 
 
-def _proc_field(pid: int, index: int) -> str | None:
-    """Field ``index`` of /proc/PID/stat after the command name (0: state, 1: parent pid)."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), from
+    the state on (index 0: state, 1: parent pid); None when the process is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return fields[index] if len(fields) > index else None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _proc_field(pid: int, index: int) -> str | None:
+    fields = proc_stat(pid)
+    return fields[index] if fields and len(fields) > index else None
 
 
 def _pidfds(match) -> dict[int, int]:

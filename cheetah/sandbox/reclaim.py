@@ -36,6 +36,7 @@ from pathlib import Path
 from cheetah.sandbox import mounts
 from cheetah.sandbox.capabilities import CGROUP_V1, CONTROLLERS
 from cheetah.sandbox.cgroups import PARENT, SessionCgroups, base_tag, group_name
+from cheetah.sandbox.procs import proc_stat
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 SESSION_ID_RULE = (
@@ -89,18 +90,9 @@ class Owner:
         return _start_time(self.pid) == self.start
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (which may hold spaces)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()
-
-
 def _start_time(pid: int) -> int | None:
     """When ``pid`` started (clock ticks after boot), or None if it is gone or a zombie."""
-    fields = _proc_stat(pid)
+    fields = proc_stat(pid)
     if not fields or fields[0] in ("Z", "X"):  # state; a zombie is dead, just not reaped
         return None
     return int(fields[19])  # field 22 overall: 3rd after the name is field 3
@@ -180,15 +172,7 @@ def _reclaim(base: Path, session_id: str, owner: Owner) -> Reclaimed:
     groups = SessionCgroups.existing(group_name(base, session_id))
     r.killed = groups.kill_all()  # first: running processes keep the mounts busy
     for target in (d / "merged", d / "layer"):
-        for _ in range(8):  # a mount may be stacked on another
-            if not mounts.is_mounted(target):
-                break
-            try:
-                mounts.umount(target)
-            except OSError:
-                with contextlib.suppress(OSError):  # gone meanwhile (another reclaimer)
-                    mounts.umount(target, lazy=True)
-            r.unmounted.append(str(target))
+        r.unmounted += [str(target)] * mounts.detach(target)
     r.cgroups = [str(p) for p in groups.dirs.values()]
     groups.remove()
     if not any(mounts.is_mounted(t) for t in (d / "merged", d / "layer")):

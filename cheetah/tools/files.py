@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pathspec
 
-from cheetah.sandbox.safefs import MAX_DEPTH, Entry, SafeRoot, split
+from cheetah.sandbox.safefs import MAX_DEPTH, Entry, SafeRoot, kind_of, split
 from cheetah.sandbox.workspace import PathError
 
 ALWAYS_SKIP = frozenset({".git", ".hg", ".svn"})
@@ -67,11 +67,11 @@ def _ignored(rel: str, is_dir: bool, specs: Specs) -> bool:
 def walk_files(root: SafeRoot, start: str = ".") -> Iterator[tuple[str, Entry]]:
     """(relative path, entry) of the regular files under ``start`` (a file or directory),
     sorted, minus ignored ones. Links, FIFOs and devices are skipped, never followed."""
-    kind = root.kind(start)
+    st = root.lstat(start)
+    kind = None if st is None else kind_of(st.st_mode)
     norm = "/".join(split(start)) if start not in ("", ".") else "."
     if kind == "file":
-        st = root.lstat(start)
-        yield norm, Entry(norm.rsplit("/", 1)[-1], "file", st.st_size if st else 0)
+        yield norm, Entry(norm.rsplit("/", 1)[-1], "file", st.st_size, st.st_mtime_ns)
         return
     if kind != "dir":
         return

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.capabilities import detect
+from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.launch import LocalEnvServer
+from cheetah.sandbox.protocol import ExecRequest
 from cheetah.sandbox.reclaim import reclaim_dead_sessions
+from tests.conftest import SAMPLE_REPO
 
 BIN = Path(sys.executable).parent
 LIMITS = {
@@ -63,3 +67,19 @@ def env_server(tmp_path):
     # What killed servers left (mounts, cgroups, session dirs): nothing stays mounted.
     for base in {s.base_dir for s in servers}:
         reclaim_dead_sessions(base)
+
+
+async def still_serving(env) -> None:
+    """After an attack, the server (an ``EnvClient``) or in-process ``LocalEnv`` still
+    answers: health, a new session, a tool call and an exec in it, stop and close."""
+    if isinstance(env, EnvClient):
+        assert (await env.health()).ok
+    sid = (await env.create_session(str(SAMPLE_REPO))).session_id
+    [r] = await env.run_tools(
+        sid, parse_message(render_call("run_terminal", {"command": "echo alive"}))
+    )
+    assert r.output == "exit code: 0\nalive"
+    out = await env.exec(sid, ExecRequest(command="echo alive", timeout_s=30))
+    assert out.exit_code == 0 and out.output == "alive\n"
+    await env.stop(sid)
+    await env.close(sid)

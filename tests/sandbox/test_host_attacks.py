@@ -23,7 +23,7 @@ from cheetah.sandbox.env import LocalEnv
 from cheetah.sandbox.protocol import EnvError, ExecRequest, WriteFilesRequest
 from cheetah.sandbox.safefs import SafeRoot
 from tests.conftest import SAMPLE_REPO
-from tests.sandbox.conftest import LIMITS, needs_isolation
+from tests.sandbox.conftest import LIMITS, needs_isolation, still_serving
 
 pytestmark = [needs_isolation, pytest.mark.timeout(300)]
 
@@ -77,14 +77,6 @@ async def sh(env, sid: str, command: str, timeout_s: float = 30) -> str:
     r = await env.exec(sid, ExecRequest(command=command, timeout_s=timeout_s))
     assert r.exit_code == 0, r.output
     return r.output
-
-
-async def still_serving(env) -> None:
-    sid = (await env.create_session(str(SAMPLE_REPO))).session_id
-    out = await sh(env, sid, "echo alive")
-    assert out == "alive\n"
-    await env.stop(sid)
-    await env.close(sid)
 
 
 def leaked(text: str, host: dict) -> bool:

@@ -25,7 +25,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
@@ -38,8 +37,7 @@ from cheetah.sandbox.snapshot import (
     SnapshotSpec,
     SnapshotStore,
 )
-from tests.conftest import SAMPLE_REPO
-from tests.sandbox.conftest import needs_isolation
+from tests.sandbox.conftest import needs_isolation, still_serving
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -174,14 +172,12 @@ def reset_hwm(pid: int) -> None:
         pass  # then growth is measured from the old peak, which only makes it smaller
 
 
-async def still_serving(client: EnvClient) -> None:
-    assert (await client.health()).ok
-    sid = (await client.create_session(str(SAMPLE_REPO))).session_id
-    [r] = await client.run_tools(
-        sid, parse_message(render_call("run_terminal", {"command": "echo alive"}))
-    )
-    assert r.output == "exit code: 0\nalive"
-    await client.close(sid)
+async def server_still_serves(srv) -> None:
+    client = EnvClient(srv.url, srv.token)
+    try:
+        await still_serving(client)
+    finally:
+        await client.aclose()
 
 
 def _leftovers(base: Path, sha: str) -> list[str]:
@@ -456,11 +452,7 @@ async def test_unauthenticated_large_body_is_refused_before_it_is_read(env_serve
         assert httpx.get(f"{srv.url}{path}").status_code == 401
         auth = {"Authorization": f"Bearer {srv.token}"}
         assert httpx.get(f"{srv.url}{path}", headers=auth).status_code == 404
-    client = EnvClient(srv.url, srv.token)
-    try:
-        await still_serving(client)
-    finally:
-        await client.aclose()
+    await server_still_serves(srv)
 
 
 @needs_isolation
@@ -483,11 +475,7 @@ async def test_chunked_body_over_the_cap_is_refused_as_it_arrives(env_server, mo
     assert json.loads(body)["detail"] == f"request body is over the limit of {cap} bytes"
     growth_mib = (vm_hwm_kb(pid) - before) / 1024
     assert growth_mib < 48, f"server peak memory grew by {growth_mib:.0f} MiB"
-    client = EnvClient(srv.url, srv.token)
-    try:
-        await still_serving(client)
-    finally:
-        await client.aclose()
+    await server_still_serves(srv)
 
 
 @needs_isolation

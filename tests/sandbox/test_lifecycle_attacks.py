@@ -36,8 +36,8 @@ from cheetah.sandbox.reclaim import (
 )
 from cheetah.sandbox.snapshot import SnapshotSpec
 from tests.conftest import SAMPLE_REPO
-from tests.sandbox.conftest import LIMITS, needs_isolation
-from tests.sandbox.test_security import still_serving, terminal
+from tests.sandbox.conftest import LIMITS, needs_isolation, still_serving
+from tests.sandbox.test_security import terminal
 
 pytestmark = [needs_isolation, pytest.mark.timeout(240)]
 

@@ -16,7 +16,7 @@ import pytest
 from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
 from tests.conftest import REPO_ROOT, SAMPLE_REPO
-from tests.sandbox.conftest import needs_isolation
+from tests.sandbox.conftest import needs_isolation, still_serving
 
 pytestmark = [needs_isolation, pytest.mark.timeout(240)]
 
@@ -41,14 +41,6 @@ async def new_session(client) -> str:
 async def terminal(client, sid, command, timeout=20):
     [r] = await client.run_tools(sid, parse_message(sh(command, timeout)))
     return r
-
-
-async def still_serving(client):
-    assert (await client.health()).ok
-    sid = await new_session(client)
-    r = await terminal(client, sid, "echo alive")
-    assert r.output == "exit code: 0\nalive"
-    await client.close(sid)
 
 
 async def test_host_files_are_invisible(client):
