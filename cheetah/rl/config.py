@@ -48,7 +48,9 @@ class TasksSection(_Section):
     tier: str | None = Field("easy", description="only tasks of this tier (None: all)")
     train_split: str = Field("train")
     eval_split: str = Field("heldout")
-    eval_limit: int = Field(0, description="evaluate at most this many tasks (0: all)")
+    eval_limit: int = Field(
+        0, description="evaluate at most this many tasks, evenly spaced over the file (0: all)"
+    )
 
 
 class RolloutSection(_Section):

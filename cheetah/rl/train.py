@@ -39,13 +39,14 @@ import ray
 
 from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.config import TrainRunConfig
-from cheetah.rl.data import SampleError, sample_from_trajectory, truncation_metrics
+from cheetah.rl.data import Sample, SampleError, sample_from_trajectory, truncation_metrics
 from cheetah.rl.lr_schedule import lr_at
 from cheetah.rl.reward import call_success_rate, shaped_reward
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.stages import stage_record, summarize, table
 from cheetah.rl.store import RunStore
+from cheetah.tasks.schema import Task
 
 
 def tokenizer_for(spec: str) -> Any:
@@ -177,7 +178,8 @@ class TrainJob:
     ) -> None:
         from cheetah.tasks.loaders import load_tasks, select_tasks
 
-        self.cfg, self.resume, self.log, self.progress = cfg, resume, log, progress
+        self.cfg, self.resume, self._emit, self.progress = cfg, resume, log, progress
+        self._t0 = time.monotonic()
         self._bar = None
         self.dir = cfg.run_dir
         store_path = self.dir / "run.sqlite"
@@ -191,8 +193,9 @@ class TrainJob:
         all_tasks = load_tasks(cfg.tasks.file)
         self.train_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.train_split)
         self.eval_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.eval_split)
-        if cfg.tasks.eval_limit:
-            self.eval_tasks = self.eval_tasks[: cfg.tasks.eval_limit]
+        if 0 < cfg.tasks.eval_limit < len(self.eval_tasks):  # evenly spaced: every repo stays
+            n, k = len(self.eval_tasks), cfg.tasks.eval_limit
+            self.eval_tasks = [self.eval_tasks[i * n // k] for i in range(k)]
         if not self.train_tasks:
             raise ValueError(
                 f"{cfg.tasks.file}: no tasks of tier {cfg.tasks.tier!r} in split "
@@ -269,6 +272,11 @@ class TrainJob:
         )
         return cfg.model_copy(update={"rollout": rollout})
 
+    def log(self, message: str) -> None:
+        """One log line, stamped with the run's elapsed time (mm:ss)."""
+        m, sec = divmod(int(time.monotonic() - self._t0), 60)
+        self._emit(f"[{m:02d}:{sec:02d}] {message}")
+
     def close(self) -> None:
         """Stop what ``start`` started here (the env server; Ray stays up for the caller)."""
         if self.env_server is not None:
@@ -285,9 +293,19 @@ class TrainJob:
         specs = [
             RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(self.eval_tasks)
         ]
+        progress = {"done": 0, "t": time.monotonic()}
+
+        async def run(i: int, spec: RolloutSpec) -> Finished:
+            try:
+                return await handles[i % len(handles)].run.remote(spec)
+            finally:
+                progress["done"] += 1
+                if time.monotonic() - progress["t"] > 10:  # a line every ~10 s, in logs too
+                    progress["t"] = time.monotonic()
+                    self.log(f"held-out {label}: {progress['done']}/{len(specs)} tasks run")
+
         results = await asyncio.gather(
-            *(handles[i % len(handles)].run.remote(s) for i, s in enumerate(specs)),
-            return_exceptions=True,
+            *(run(i, s) for i, s in enumerate(specs)), return_exceptions=True
         )
         graded = []
         for task, r in zip(self.eval_tasks, results, strict=True):
@@ -318,27 +336,36 @@ class TrainJob:
         steps = self.cfg.train.sft_steps
         if steps <= 0:
             return
-        samples = []
         r = self.env_cfg.rollout
-        async with fleet_factory(r.env_urls, env_token(self.env_cfg)) as factory:
-            for task in self.train_tasks:
-                if not task.reference_patch:
-                    continue
+        tasks = [t for t in self.train_tasks if t.reference_patch]
+        self.rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
+        tasks = tasks[: steps * max(1, self.cfg.train.sft_batch)]
+        gate = asyncio.Semaphore(max(1, r.workers * r.worker_capacity))
+        progress = {"done": 0, "t": time.monotonic()}
+
+        async def demonstrate(task: Task, factory: Any) -> Sample | None:
+            async with gate:
                 ep = await run_episode(task, OraclePolicy(task), factory)
-                if ep.error is not None or ep.trajectory is None:
-                    self.log(f"sft: task {task.id} could not run, skipped: {ep.error}")
-                    continue
-                if ep.grade is None or not ep.grade.correct:  # never imitate a wrong fix
-                    self.log(f"sft: the oracle does not solve task {task.id}; skipped")
-                    continue
-                samples.append(
-                    sample_from_trajectory(
-                        ep.trajectory,
-                        self.tokenizer,
-                        need_logprobs=False,
-                        max_len=self.cfg.train.max_seq_len,
-                    )
-                )
+            progress["done"] += 1
+            if time.monotonic() - progress["t"] > 10 or progress["done"] == len(tasks):
+                progress["t"] = time.monotonic()
+                self.log(f"sft: {progress['done']}/{len(tasks)} demonstrations recorded")
+            if ep.error is not None or ep.trajectory is None:
+                self.log(f"sft: task {task.id} could not run, skipped: {ep.error}")
+                return None
+            if ep.grade is None or not ep.grade.correct:  # never imitate a wrong fix
+                self.log(f"sft: the oracle does not solve task {task.id}; skipped")
+                return None
+            return sample_from_trajectory(
+                ep.trajectory,
+                self.tokenizer,
+                need_logprobs=False,
+                max_len=self.cfg.train.max_seq_len,
+            )
+
+        async with fleet_factory(r.env_urls, env_token(self.env_cfg)) as factory:
+            found = await asyncio.gather(*(demonstrate(t, factory) for t in tasks))
+        samples = [s for s in found if s is not None]
         if not samples:
             self.log("sft: no training task has a reference patch; skipped")
             return

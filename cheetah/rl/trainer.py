@@ -2,11 +2,16 @@
 
 A step runs micro-batches of whole samples (padded to the longest in the micro-batch,
 about ``micro_batch_tokens`` tokens each), accumulates gradients, clips them, and
-steps AdamW. The RL objective is ``loss.policy_loss`` with the behaviour logprobs the
-engine recorded, both under the distribution the engine sampled from
-(softmax(logits / ``temperature``); training rollouts use no top-k/top-p). The proximal
-logprobs are the trainer's own, taken in the same forward pass: one update per batch
-makes the PPO ratio exactly 1, so **no clipping acts**; what the step does is a
+steps AdamW. The samples of a step start alike (chat template, a system prompt of ~1,100
+tokens, for RL a group's query), so within a micro-batch the common prefix that predicts no
+trained token runs once, at batch 1, and the rows continue from its KV cache; gradients
+flow back through that cache, so the result is the plain forward's (``share_prefix``).
+
+The RL objective is ``loss.policy_loss`` with the behaviour logprobs the engine recorded,
+both under the distribution the engine sampled from (softmax(logits / ``temperature``);
+training rollouts use no top-k/top-p). The proximal logprobs are the trainer's own, taken
+in the same forward pass: one update per batch makes the PPO ratio exactly 1, so **no
+clipping acts**; what the step does is a
 token-level policy gradient weighted by the truncated importance weight
 min(pi_trainer / pi_behaviour, is_cap), which corrects for the engine's staleness and
 numerics. SFT uses the same batching with a token-level
@@ -26,14 +31,17 @@ parallelism (one process here; the scale path is FSDP2 around the same step).
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.rl.data import Sample
 from cheetah.rl.loss import LossConfig, entropy_from_logits, policy_loss, token_logprobs
@@ -48,6 +56,8 @@ class TrainConfig:
     micro_batch_tokens: int = 4096
     bf16: bool = False
     grad_checkpointing: bool = False  # recompute activations in backward: far less memory
+    # Run each micro-batch's shared token prefix once (exact; see ``_forward_shared_prefix``).
+    share_prefix: bool = True
     # The rollouts' sampling temperature: RL logprobs are those of softmax(logits / T), the
     # distribution the engine sampled from (training rollouts use no top-k/top-p filter).
     temperature: float = 1.0
@@ -71,16 +81,52 @@ class StepMetrics:
         return {k: float(v) for k, v in asdict(self).items()}
 
 
-def micro_batches(samples: list[Sample], max_tokens: int) -> list[list[Sample]]:
-    """Group samples (longest first) so that padded size stays under ``max_tokens``."""
+def micro_batches(
+    samples: list[Sample], max_tokens: int, share_prefix: bool = False
+) -> list[list[Sample]]:
+    """Group samples (longest first) so that the tokens a micro-batch runs stay under
+    ``max_tokens`` (a sample longer than that runs alone).
+
+    Padded to its longest sample, a micro-batch runs longest x count tokens; with
+    ``share_prefix`` its shared prefix (``shared_prefix_len``) runs once, so it costs
+    prefix + count x (longest - prefix), and more samples that start alike fit in one.
+    """
     order = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
     out: list[list[Sample]] = []
+    prefix = 0  # what the last group shares (its first sample's alone: its own cap)
     for s in order:
-        if out and len(out[-1][0].input_ids) * (len(out[-1]) + 1) <= max_tokens:
-            out[-1].append(s)
-        else:
-            out.append([s])
+        if out:
+            group = out[-1]
+            longest = len(group[0].input_ids)
+            shared = _shareable(group[0], s, prefix) if share_prefix else 0
+            if shared + (len(group) + 1) * (longest - shared) <= max_tokens:
+                group.append(s)
+                prefix = shared
+                continue
+        out.append([s])
+        prefix = _shareable(s, s, len(s.input_ids))
     return out
+
+
+def shared_prefix_len(batch: list[Sample]) -> int:
+    """How many leading tokens the decoder can run once for all of ``batch``: the longest
+    common prefix, cut so that no position in it predicts a trained token (those need their
+    own hidden state) and every sample keeps at least one token after it."""
+    first = batch[0]
+    n = len(first.input_ids)
+    for s in batch:
+        n = _shareable(first, s, n)
+    return n
+
+
+def _shareable(first: Sample, s: Sample, limit: int) -> int:
+    """The prefix (at most ``limit`` tokens) that ``s`` shares with ``first``, cut before
+    ``s``'s first trained prediction and its last token."""
+    n = 0
+    ids, ref, mask = s.input_ids, first.input_ids, s.loss_mask
+    while n < limit and n + 1 < len(ids) and ids[n] == ref[n] and not mask[n + 1]:
+        n += 1
+    return n
 
 
 def _pad(batch: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
@@ -119,21 +165,32 @@ class Trainer:
             model.config.use_cache = False
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
+        layers = DynamicCache(config=model.config).layers
+        self._prefix_cache_ok = bool(layers) and all(type(x) is DynamicLayer for x in layers)
 
-    def _forward(self, b: dict[str, torch.Tensor], temperature: float) -> dict[str, torch.Tensor]:
+    def _forward(
+        self, b: dict[str, torch.Tensor], temperature: float, prefix: int = 0
+    ) -> dict[str, torch.Tensor]:
         """Logprobs (under softmax(logits / temperature)) of the trained tokens only, flattened
         to [1, N] with what goes with them.
 
         The LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2) runs only on the
         positions whose next token is trained, about a tenth of an agent conversation, which
-        is most of the memory and time of a step on a CPU.
+        is most of the memory and time of a step on a CPU. With ``prefix`` > 0 (at most
+        ``shared_prefix_len`` of the batch) the first ``prefix`` tokens run once for all rows.
         """
         device_type = next(self.model.parameters()).device.type
         sel = b["mask"][:, 1:].bool()
+        decoder = self.model.get_decoder()
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            hidden = self.model.get_decoder()(
-                input_ids=b["input_ids"], attention_mask=b["attention"]
-            ).last_hidden_state[:, :-1][sel]
+            if prefix > 0:
+                # no position in the prefix predicts a trained token: sel[:, :prefix] is 0
+                hidden = _forward_shared_prefix(decoder, b["input_ids"], b["attention"], prefix)
+                hidden = hidden[:, :-1][sel[:, prefix:]]
+            else:
+                hidden = decoder(
+                    input_ids=b["input_ids"], attention_mask=b["attention"]
+                ).last_hidden_state[:, :-1][sel]
             logits = self.model.get_output_embeddings()(hidden).float()
         if temperature != 1.0:
             logits = logits / temperature
@@ -155,9 +212,12 @@ class Trainer:
         if total == 0:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
-        for mb in micro_batches(samples, self.cfg.micro_batch_tokens):
+        # sliding-window or other special cache layers: whole sequences, as without the option
+        share_prefix = self.cfg.share_prefix and self._prefix_cache_ok
+        for mb in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefix):
             temperature = self.cfg.temperature if objective == "rl" else 1.0
-            f = self._forward(_pad(mb, self.pad_id), temperature)
+            prefix = shared_prefix_len(mb) if share_prefix and len(mb) > 1 else 0
+            f = self._forward(_pad(mb, self.pad_id), temperature, prefix)
             lp, mask = f["lp"], f["mask"]
             if lp.numel() == 0:
                 continue
@@ -287,6 +347,93 @@ class Trainer:
         self.step_count, self.version = ts["step"], ts["version"]
         torch.set_rng_state(ts["rng"])
         return json.loads((directory / "cursor.json").read_text())
+
+
+def _forward_shared_prefix(
+    decoder: Any, ids: torch.Tensor, attention: torch.Tensor, prefix: int
+) -> torch.Tensor:
+    """The decoder's last hidden states at positions ``prefix`` onwards of every row of
+    ``ids`` (right-padded, ``attention`` its [rows, columns] mask), running the first
+    ``prefix`` tokens, the same in every row, once.
+
+    The prefix runs at batch 1 into ``_PrefixKV`` layers; their keys and values, expanded
+    (views) to the batch, serve the suffixes through ``_SharedPrefixKV`` layers, at
+    positions continuing from the prefix. Autograd sees one graph: the gradients of the
+    expanded views sum over the rows into the prefix pass, so this is the plain forward
+    reordered, not an approximation. Neither layer type appends to what it holds, so the
+    backward replay of a checkpointed layer computes what its forward did; that is why we
+    may keep the cache under activation checkpointing, where HF drops it by default (its
+    worry is a replay that appends a second time).
+    """
+    rows, n = ids.shape
+    kw = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+    positions = torch.arange(n, device=ids.device)[None]
+    with _cache_kept_under_checkpointing(decoder):
+        held = _cache(decoder.config, [_PrefixKV() for _ in range(_num_layers(decoder))])
+        decoder(input_ids=ids[:1, :prefix], position_ids=positions[:, :prefix], **{kw: held})
+        shared = _cache(
+            decoder.config, [_SharedPrefixKV(x.keys, x.values, rows) for x in held.layers]
+        )
+        out = decoder(
+            input_ids=ids[:, prefix:],
+            attention_mask=attention,
+            position_ids=positions[:, prefix:].expand(rows, -1),
+            **{kw: shared},
+        )
+    return out.last_hidden_state
+
+
+class _PrefixKV(DynamicLayer):
+    """Holds the keys and values of one prefix pass (replaced, not appended, on a replay)."""
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys, self.values, self.is_initialized = key_states, value_states, True
+        return key_states, value_states
+
+
+class _SharedPrefixKV(DynamicLayer):
+    """A prefix's keys and values seen by ``rows`` suffixes; each update returns them joined
+    with the suffixes' own and keeps nothing."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, rows: int) -> None:
+        super().__init__()
+        self.keys, self.values = keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)
+        self.is_initialized, self.device = True, keys.device
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([self.keys, key_states], -2), torch.cat([self.values, value_states], -2)
+
+
+def _cache(config: Any, layers: list[DynamicLayer]) -> DynamicCache:
+    cache = DynamicCache(config=config)
+    cache.layers = layers
+    return cache
+
+
+def _num_layers(decoder: Any) -> int:
+    return len(DynamicCache(config=decoder.config).layers)
+
+
+@contextmanager
+def _cache_kept_under_checkpointing(decoder: Any) -> Iterator[None]:
+    """Let checkpointed layers keep the cache they are given (see ``_forward_shared_prefix``).
+    The choice is made in each layer's forward, so restoring afterwards is safe."""
+    layers = [m for m in decoder.modules() if hasattr(m, "_can_checkpoint_with_cache")]
+    saved = [vars(m).get("_can_checkpoint_with_cache") for m in layers]
+    for m in layers:
+        m._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for m, value in zip(layers, saved, strict=True):
+            if value is None:
+                del m._can_checkpoint_with_cache
+            else:
+                m._can_checkpoint_with_cache = value
 
 
 def _release_memory() -> None:

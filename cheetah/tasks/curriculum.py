@@ -3,8 +3,11 @@
 For every repo, ``generate.generate_tasks`` mutates the code and keeps the mutants its
 tests catch (each task's reference patch is the minimal edit that undoes the mutant,
 so the oracle demonstrations make minimal edits). Each kept mutant then becomes up to
-three tasks of decreasing help, the curriculum's tiers:
+four tasks of decreasing help, the curriculum's tiers:
 
+- ``line``: the query names the file and the function and quotes the line that holds
+  the one inverted operator (only when that line's text is unique in the file); the
+  skill is to make an exact, minimal edit through the tools, not to find the bug;
 - ``named``: the query names the file and the function, and the bug is one inverted
   operator (``compare`` and ``arith`` mutants only);
 - ``file``: the query names the file and what fails;
@@ -29,11 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cheetah.tasks.generate import GenerateConfig, generate_tasks
-from cheetah.tasks.patch import parse_patch
+from cheetah.tasks.patch import FilePatch, parse_patch, patch_files
 from cheetah.tasks.schema import Task
 
-TIERS = ("named", "file", "behaviour")
-INVERTED = frozenset({"compare", "arith"})  # one operator replaced by its opposite
+TIERS = ("line", "named", "file", "behaviour")
+INVERTED = frozenset({"compare", "arith", "boolop"})  # one operator replaced by its opposite
 
 
 def enclosing_function(source: str, line: int) -> str | None:
@@ -72,6 +75,17 @@ def _failing(task: Task) -> str:
     return f"{tests[0]}{more}" if tests else "a test"
 
 
+def _changed_line(fp: FilePatch) -> str | None:
+    """The one line a single-line hunk changes, without its indentation (None otherwise)."""
+    if len(fp.hunks) != 1:
+        return None
+    h = fp.hunks[0]
+    if len(h.old) != len(h.new):
+        return None
+    changed = [old for old, new in zip(h.old, h.new, strict=True) if old != new]
+    return changed[0].strip() if len(changed) == 1 else None
+
+
 def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]:
     """The held-out key (repo, file, function) of one generated task and its tiers (see the
     module docstring); splits are left to the caller."""
@@ -82,6 +96,17 @@ def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]
     operator = next((t for t in task.tags if t in INVERTED), None)
     fails = _failing(task)
     out = []
+    source = (repo_dir / path).read_text(encoding="utf-8")
+    mutated = patch_files(task.snapshot.patch or "", lambda p: source if p == path else None)[path]
+    bad = _changed_line(fp)
+    if func and operator and bad and "`" not in bad and mutated and mutated.count(bad) == 1:
+        query = (
+            f"`{func}` in {path} has one operator inverted, in the line `{bad}`, so {fails} "
+            f"fails. Fix that line; do not change the tests."
+        )
+        out.append(
+            task.model_copy(update={"id": f"{task.id}-line", "tier": "line", "query": query})
+        )
     if func and operator:
         query = (
             f"`{func}` in {path} has one operator inverted, so {fails} fails. "
@@ -95,7 +120,7 @@ def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]
     out.append(task.model_copy(update={"id": f"{task.id}-behaviour", "tier": "behaviour"}))
     for t in out:
         t.tags = sorted({*t.tags, "curriculum", f"function:{path}:{func or '?'}"})
-    return f"{repo_name}:{path}:{func or line}", out
+    return f"{repo_name}:{path}:{func or '?'}", out  # '?': module-level code, one unit
 
 
 async def build_curriculum(

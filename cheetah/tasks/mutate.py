@@ -6,6 +6,7 @@ keeps its formatting; every mutant must still parse. Operators:
 
 - ``compare``: ``<``/``<=``, ``>``/``>=``, ``==``/``!=``, ``is``/``is not``, ``in``/``not in``
 - ``arith``: ``+``/``-``, ``*``/``/``, ``//`` -> ``/``, and the same in ``+=``-style updates
+- ``boolop``: ``and``/``or`` between two operands
 - ``off_by_one``: an integer constant ``n`` -> ``n + 1`` or ``n - 1``; a slice bound
   ``x`` -> ``x + 1`` / ``x - 1``
 - ``drop_if``: an ``if`` without ``else`` (a guard) replaced by ``pass``
@@ -22,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-OPERATORS = ("compare", "arith", "off_by_one", "drop_if", "swap_args", "constant")
+OPERATORS = ("compare", "arith", "boolop", "off_by_one", "drop_if", "swap_args", "constant")
 
 _CMP = {
     ast.Lt: ("<", "<="),
@@ -171,6 +172,11 @@ def mutants_of(path: str, source: str) -> list[Mutant]:
             old, new = _ARITH[type(node.op)]
             found.append(
                 ("arith", line, _gap_swap(text, node.target, node.value, old + "=", new + "="))
+            )
+        elif isinstance(node, ast.BoolOp) and len(node.values) == 2:
+            old, new = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
+            found.append(
+                ("boolop", line, _gap_swap(text, node.values[0], node.values[1], old, new))
             )
         elif isinstance(node, ast.Constant) and type(node.value) is bool:
             s, e = text.span(node)

@@ -1,9 +1,12 @@
 """``OraclePolicy``: solves a task by applying its reference patch through the agent's tools.
 
 It checks the eval pipeline end to end (workspace, tools, grader, report): with it,
-every valid task should pass (pass@1 = 1.0). It behaves like a tidy agent: reads the
-files it will change (all at once), edits each hunk with ``edit_file`` (whole file
-when a hunk's text is not unique), deletes removed files, runs the tests, answers.
+every valid task should pass (pass@1 = 1.0), and its messages are the SFT
+demonstrations. It behaves like a tidy agent making minimal edits: reads the files it
+will change (all at once; skipped when the query already quotes every text it replaces),
+edits each hunk with ``edit_file`` using the smallest unique text (``minimal_edit``: the
+changed lines, indentation dropped for one line, context added only until the text is
+unique; the whole file as a last resort), deletes removed files, runs the tests, answers.
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
@@ -23,6 +26,9 @@ from cheetah.tasks.patch import apply_patch, parse_patch
 from cheetah.tasks.schema import Task
 from cheetah.tasks.snapshot import materialize
 
+# Quiet: deprecation warnings from the environment's pytest plugins are not the repo's news.
+TEST_COMMAND = "python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning"
+
 
 def _block(text: str) -> str:
     # edit_file drops one newline right after the opening tag; give it one to drop.
@@ -38,15 +44,45 @@ def _solved_contents(task: Task, root: Path) -> dict[str, str]:
         return {p: (copy / p).read_text(encoding="utf-8") for p in changed if (copy / p).is_file()}
 
 
+def _unique(text: str, part: str) -> bool:
+    return bool(part) and text.count(part) == 1
+
+
+def minimal_edit(before: str, old: list[str], new: list[str]) -> tuple[str, str] | None:
+    """The smallest (old_str, new_str) pair, unique in ``before``, that turns one hunk's
+    ``old`` lines into its ``new`` lines; None when no span of the hunk is unique."""
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    core_old, core_new = old[head : len(old) - tail], new[head : len(new) - tail]
+    if len(core_old) == 1 and len(core_new) == 1:  # one changed line: drop its indentation
+        a, b = core_old[0].rstrip("\n"), core_new[0].rstrip("\n")
+        indent = len(a) - len(a.lstrip())
+        if a[:indent] == b[:indent] and a[indent:] and b[indent:] and _unique(before, a[indent:]):
+            return a[indent:], b[indent:]
+    spans = sorted(
+        ((before_n, after_n) for before_n in range(head + 1) for after_n in range(tail + 1)),
+        key=lambda span: (sum(span), span[0]),
+    )
+    for before_n, after_n in spans:  # the fewest context lines that make the text unique
+        o = "".join(old[head - before_n : len(old) - tail + after_n])
+        n = "".join(new[head - before_n : len(new) - tail + after_n])
+        if _unique(before, o):
+            return _block(o), _block(n)
+    return None
+
+
 def oracle_messages(task: Task, root: Path) -> list[str]:
     """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
     files = parse_patch(task.reference_patch)
     solved = _solved_contents(task, root)
-    existing = [f.old_path for f in files if f.old_path and (root / f.old_path).is_file()]
-    reads = [render_call("read_file", {"path": p}) for p in existing]
     edits: list[str] = []
+    to_read: list[str] = []
     for fp in files:
         if fp.new_path is None:
             edits.append(render_call("run_terminal", {"command": f"rm -f {fp.old_path}"}))
@@ -55,23 +91,23 @@ def oracle_messages(task: Task, root: Path) -> list[str]:
         after = solved[fp.path]
         if not before:
             edits.append(render_call("edit_file", {"path": fp.path, "new_str": _block(after)}))
-        elif all(h.old and before.count("".join(h.old)) == 1 for h in fp.hunks):
-            for h in fp.hunks:
-                old, new = _block("".join(h.old)), _block("".join(h.new))
-                edits.append(
-                    render_call("edit_file", {"path": fp.path, "old_str": old, "new_str": new})
-                )
-        else:  # a hunk's text is not unique: replace the whole file
-            args = {"path": fp.path, "old_str": _block(before), "new_str": _block(after)}
-            edits.append(render_call("edit_file", args))
+            continue
+        found = [minimal_edit(before, h.old, h.new) for h in fp.hunks]
+        pairs = [p for p in found if p is not None]
+        if len(pairs) < len(found):  # some hunk's text is not unique: replace the whole file
+            pairs = [(_block(before), _block(after))]
+        for old, new in pairs:
+            edits.append(
+                render_call("edit_file", {"path": fp.path, "old_str": old, "new_str": new})
+            )
+        if not all(old.strip() in task.query for old, _ in pairs):
+            to_read.append(fp.old_path)
+    reads = [render_call("read_file", {"path": p}) for p in to_read]
     messages = []
     if reads:
         messages.append("Reading the files to change.\n" + "\n".join(reads))
     messages.append("Applying the fix.\n" + "\n".join(edits))
-    messages.append(
-        "Running the tests.\n"
-        + render_call("run_terminal", {"command": "python -m pytest -q -p no:cacheprovider"})
-    )
+    messages.append("Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND}))
     messages.append("Done: applied the reference change.")
     return messages
 

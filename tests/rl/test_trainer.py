@@ -227,3 +227,132 @@ def test_lr_schedule_warms_up_then_decays():
     assert lrs[2] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.1)
     assert all(a >= b for a, b in itertools.pairwise(lrs[2:]))
     assert [lr_at(i, 4, 2.0, 0.0, "constant") for i in range(4)] == [2.0] * 4
+
+
+# -- shared-prefix forward/backward ------------------------------------------------------
+
+
+def prefixed(prefix: list[int], suffixes: list[list[int]], trained_from: list[int], seed=0):
+    """Samples ``prefix + suffix`` with the loss mask on from index ``trained_from[i]``."""
+    from cheetah.rl.data import Sample
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for suffix, start in zip(suffixes, trained_from, strict=True):
+        ids = prefix + suffix
+        mask = [int(i >= start) for i in range(len(ids))]
+        behaviour = [-float(torch.rand((), generator=gen)) * 3 if m else 0.0 for m in mask]
+        adv = float(torch.randn((), generator=gen))
+        out.append(Sample(ids, mask, behaviour, advantage=adv))
+    return out
+
+
+def random_ids(n: int, seed: int) -> list[int]:
+    return torch.randint(10, 40_000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def tiny_trainer(tokenizer, **cfg) -> Trainer:
+    return Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(**cfg))
+
+
+@pytest.mark.parametrize(
+    ("prefix_len", "suffix_lens", "trained_at", "shared"),
+    [
+        (1, [3, 9, 5], [2, 2, 3], 1),  # the shortest prefix
+        (40, [12, 4, 25], [43, 41, 50], 40),
+        (120, [7, 30], [120, 125], 119),  # trained from the suffix's first token
+        (60, [10, 10, 10], [70, 12, 65], 11),  # trained inside the common prefix: shortened
+    ],
+)
+def test_shared_prefix_logprobs_equal_the_plain_path(
+    tokenizer, prefix_len, suffix_lens, trained_at, shared
+):
+    from cheetah.rl.trainer import _pad, shared_prefix_len
+
+    trainer = tiny_trainer(tokenizer)
+    suffixes = [random_ids(n, seed=i) for i, n in enumerate(suffix_lens)]
+    samples = prefixed(random_ids(prefix_len, seed=99), suffixes, trained_at)
+    assert shared_prefix_len(samples) == shared
+    for temperature in (1.0, 0.7):
+        with torch.no_grad():
+            f = trainer._forward(_pad(samples, trainer.pad_id), temperature, shared)
+        plain = [lp for s in samples for lp in trainer.logprobs(s, temperature)]
+        # fp32 rounding only: the tiny random model's logprobs reach -30, so 1e-6 relative
+        assert f["lp"][0].tolist() == pytest.approx(plain, rel=1e-6, abs=1e-5)
+
+
+@pytest.mark.parametrize("grad_checkpointing", [False, True])
+@pytest.mark.parametrize("objective", ["sft", "rl"])
+def test_shared_prefix_step_has_the_plain_gradients(
+    tokenizer, monkeypatch, objective, grad_checkpointing
+):
+    """The gradients handed to the optimizer (clipping off) match the plain path's, with
+    activation checkpointing too (the shipped config), so the prefix pass is exact."""
+    from cheetah.rl import trainer as trainer_module
+    from cheetah.rl.trainer import shared_prefix_len
+
+    prefixes: list[int] = []
+    run_shared = trainer_module._forward_shared_prefix
+
+    def spy(decoder, ids, attention, prefix):
+        prefixes.append(prefix)
+        return run_shared(decoder, ids, attention, prefix)
+
+    monkeypatch.setattr(trainer_module, "_forward_shared_prefix", spy)
+
+    prefix = random_ids(80, seed=7)
+    suffixes = [random_ids(n, seed=10 + n) for n in (20, 6, 33, 15)]
+    samples = prefixed(prefix, suffixes, [85, 81, 100, 83])
+    samples.append(prefixed(random_ids(50, seed=8), [random_ids(9, 1)], [52])[0])  # no prefix
+
+    def step_grads(share: bool, ckpt: bool) -> dict[str, torch.Tensor]:
+        trainer = tiny_trainer(
+            tokenizer,
+            grad_clip=1e9,
+            micro_batch_tokens=400,
+            share_prefix=share,
+            grad_checkpointing=ckpt,
+        )
+        seen: dict[str, torch.Tensor] = {}
+
+        def capture():
+            seen.update({n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+
+        trainer.opt.step = capture
+        (trainer.rl_step if objective == "rl" else trainer.sft_step)(samples)
+        return seen
+
+    groups = micro_batches(samples, 400, share_prefix=True)
+    assert [len(g) for g in groups] == [4, 1] and shared_prefix_len(groups[0]) == 80
+    plain = step_grads(False, False)
+    assert prefixes == []
+    shared = step_grads(True, grad_checkpointing)
+    assert prefixes == [80]
+    scale = max(float(g.abs().max()) for g in plain.values())
+    assert scale > 0
+    for name, g in plain.items():
+        assert float((shared[name] - g).abs().max()) <= 1e-5 * scale, name
+
+
+def test_micro_batches_pay_a_shared_prefix_once():
+    from cheetah.rl.data import Sample
+    from cheetah.rl.trainer import shared_prefix_len
+
+    system = [7] * 1200
+
+    def sample(i: int) -> Sample:
+        ids = system + [i] * 200
+        return Sample(ids, [0] * 1340 + [1] * 60, [0.0] * 1400)
+
+    samples = [sample(i) for i in range(8)]
+    assert [len(g) for g in micro_batches(samples, 4096)] == [2, 2, 2, 2]
+    shared = micro_batches(samples, 4096, share_prefix=True)
+    assert [len(g) for g in shared] == [8] and shared_prefix_len(shared[0]) == 1200
+    assert [len(g) for g in micro_batches(samples, 2048, share_prefix=True)] == [4, 4]
+    # nothing in common (different first tokens): the plain budget
+    other = [
+        Sample([i, *s.input_ids[1:]], s.loss_mask, s.behaviour_logprobs)
+        for i, s in enumerate(samples)
+    ]
+    assert [len(g) for g in micro_batches(other, 4096, share_prefix=True)] == [2, 2, 2, 2]
+    assert shared_prefix_len(other[:2]) == 0

@@ -38,8 +38,12 @@ async def test_tiers_and_splits(tmp_path):
     assert len({t.id for t in tasks}) == len(tasks)
     for t in tasks:
         assert t.snapshot.dir in ("repo_a", "repo_b")  # relative to the output's folder
-        if t.tier == "named":
-            assert {"compare", "arith"} & set(t.tags) and "` in " in t.query
+        if t.tier in ("line", "named"):
+            assert {"compare", "arith", "boolop"} & set(t.tags) and "` in " in t.query
+        if t.tier == "line":  # the quoted line is the mutated one, and unique in its file
+            quoted = t.query.split("in the line `", 1)[1].split("`", 1)[0]
+            removed = [x[1:].strip() for x in t.reference_patch.splitlines() if x[:2] == "- "]
+            assert [quoted] == removed
         if t.snapshot.dir == "repo_b":
             assert t.split == "heldout" and "heldout-repo" in t.tags
     # No function is both trained on and held out.
@@ -49,7 +53,7 @@ async def test_tiers_and_splits(tmp_path):
             func = next(tag for tag in t.tags if tag.startswith("function:"))
             split_of.setdefault(func, set()).add(t.split)
     assert split_of and all(len(s) == 1 for s in split_of.values())
-    assert {t.tier for t in tasks} >= {"file", "behaviour"}
+    assert {t.tier for t in tasks} >= {"line", "file", "behaviour"}
 
 
 def test_the_shipped_curriculum_keeps_its_splits():
@@ -57,7 +61,10 @@ def test_the_shipped_curriculum_keeps_its_splits():
     from tests.conftest import REPO_ROOT
 
     tasks = load_tasks(REPO_ROOT / "benchmarks" / "curriculum.jsonl")
-    assert len(tasks) >= 400 and {t.tier for t in tasks} == {"named", "file", "behaviour"}
+    tiers = {t.tier for t in tasks}
+    assert len(tasks) >= 400 and tiers == {"line", "named", "file", "behaviour"}
+    line_heldout = [t for t in tasks if t.tier == "line" and t.split == "heldout"]
+    assert len(line_heldout) >= 64  # what configs/quickstart.toml evaluates
     split_of: dict[tuple[str, str], set[str]] = {}
     for t in tasks:
         repo = t.snapshot.dir.rsplit("/", 1)[-1]

@@ -16,6 +16,10 @@ def f(items, n, flag=True):
     for x in items[:n]:
         total += x * 2
     return max(total, n) if flag else total == 0
+
+
+def g(a, b):
+    return a and b
 '''
 
 
@@ -27,7 +31,15 @@ def changed_lines(m):
 def test_each_operator_produces_small_parseable_mutants():
     ms = mutants_of("pkg/f.py", SRC)
     ops = Counter(m.operator for m in ms)
-    assert set(ops) == {"compare", "arith", "off_by_one", "drop_if", "swap_args", "constant"}
+    assert set(ops) == {
+        "compare",
+        "arith",
+        "boolop",
+        "off_by_one",
+        "drop_if",
+        "swap_args",
+        "constant",
+    }
     pairs = {p for m in ms for p in changed_lines(m)}
     assert ("if n > 10:", "if n >= 10:") in pairs
     assert ("total += x * 2", "total -= x * 2") in pairs
@@ -39,6 +51,7 @@ def test_each_operator_produces_small_parseable_mutants():
     ) in pairs
     assert ("def f(items, n, flag=True):", "def f(items, n, flag=False):") in pairs
     assert ("if n > 10:", "pass") in pairs
+    assert ("return a and b", "return a or b") in pairs
 
 
 def test_docstrings_and_dunder_all_are_never_mutated():
