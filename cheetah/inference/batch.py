@@ -4,11 +4,13 @@ Every row's tokens end at the same (rightmost) column; shorter rows are padded o
 and masked out. That keeps the model's own forward usable as is: one new token per row per
 decode step, a 2-D attention mask, and explicit ``position_ids`` (each row counts only its
 real tokens, so padding never shifts RoPE positions). Rows are prefilled in a group of their
-own, then merged by left-padding the narrower side; finished rows are dropped with an index
-select, and leading columns that are padding in every remaining row are trimmed. A group may
-start from cached prefix KV (``prefix_cache``, copied in; ``row_kv`` copies a row's KV out):
-such a row is [its prefix][padding][the rest of its prompt], and the mask and positions make
-the gap invisible to the model.
+own; a group may start from cached prefix KV (``prefix_cache``, copied in; ``row_kv`` copies a
+row's KV out), so in the group's cache a row is [its prefix][padding][the rest of its prompt].
+Merging compacts each new row (its real columns gathered to the right end, the gap dropped)
+into fresh buffers holding the running rows too, so the batch is exactly as wide as its
+longest row: padding costs memory and attention in every later decode step. Finished rows
+are dropped the same way (fresh buffers, leading all-padding columns trimmed), layer by layer,
+so at most one layer's old buffers are alive beside the new ones.
 
 The cache is a transformers ``DynamicCache`` whose per-layer ``keys``/``values`` we edit
 directly. Its layers are ``_SpareLayer``s: the stock layer re-concatenates the whole cache on
@@ -162,9 +164,13 @@ class KVBatch(Generic[Row]):
         index = torch.tensor(indices, dtype=torch.long, device=self.device)
         mask = self._mask[index]
         start = int((mask.sum(0) > 0).nonzero()[0])
-        for layer in self._cache.layers:
-            layer.keys = layer.keys[index, :, start:]
-            layer.values = layer.values[index, :, start:]
+        width = mask.shape[1] - start
+        for layer in self._cache.layers:  # layer by layer: one layer's old buffer at a time
+            keys = _buffer_like(layer.keys, len(indices), width)
+            values = _buffer_like(layer.values, len(indices), width)
+            keys[:, :, :width] = layer.keys[index, :, start:]
+            values[:, :, :width] = layer.values[index, :, start:]
+            _preload(layer, keys, values, width)
         self._mask = mask[:, start:]
         self._positions = self._positions[index]
         self.rows = [self.rows[i] for i in indices]
@@ -173,17 +179,44 @@ class KVBatch(Generic[Row]):
         self.rows, self._cache, self._mask, self._positions = [], None, None, None
 
     def _merge(self, rows: list[Row], cache: Any, mask: torch.Tensor) -> None:
-        positions = mask.sum(-1)
-        if not self.rows:
-            self.rows, self._cache, self._mask, self._positions = list(rows), cache, mask, positions
+        """Append a prefilled group's rows, compacted: each row's real tokens are moved to
+        the right end (the group's cache may pad between a cached prefix and the prompt), so
+        the batch is as wide as its longest row and no wider."""
+        lengths = mask.sum(-1)
+        new_width = int(lengths.max())
+        # column j of a compacted row (right-aligned, length L) is the row's (j - width + L)-th
+        # real column; columns left of it are padding (they read column 0, zeroed below)
+        real = torch.sort(mask * torch.arange(1, mask.shape[1] + 1, device=mask.device), -1)[0]
+        gather = (real[:, -new_width:] - 1).clamp(min=0)
+        keep = (real[:, -new_width:] > 0).to(mask.dtype)
+        old = len(self.rows)
+        width = max(self.width, new_width)
+        total = old + len(rows)
+        targets = cache.layers if self._cache is None else self._cache.layers
+        for into, new in zip(targets, cache.layers, strict=True):  # into is new for a first group
+            merged = []
+            for name in ("keys", "values"):
+                src = getattr(new, name)
+                buf = _buffer_like(src, total, width)
+                if old:  # padding is masked out, but must not be NaN: zeros
+                    buf[:old, :, : width - self.width] = 0
+                    buf[:old, :, width - self.width : width] = getattr(into, name)
+                index = gather[:, None, :, None].expand(-1, src.shape[1], -1, src.shape[3])
+                buf[old:, :, : width - new_width] = 0
+                buf[old:, :, width - new_width : width] = src.gather(2, index) * keep[
+                    :, None, :, None
+                ].to(src.dtype)
+                merged.append(buf)
+            _preload(into, merged[0], merged[1], width)
+        compact = torch.zeros((len(rows), width), dtype=mask.dtype, device=mask.device)
+        compact[:, width - new_width :] = keep
+        if self._cache is None:
+            self.rows, self._cache = list(rows), cache
+            self._mask, self._positions = compact, lengths
             return
         assert self._mask is not None and self._positions is not None
-        width = max(self.width, int(mask.shape[1]))
-        for old, new in zip(self._cache.layers, cache.layers, strict=True):
-            old.keys = torch.cat([_left_pad(old.keys, width), _left_pad(new.keys, width)], 0)
-            old.values = torch.cat([_left_pad(old.values, width), _left_pad(new.values, width)], 0)
-        self._mask = torch.cat([_left_pad(self._mask, width), _left_pad(mask, width)], 0)
-        self._positions = torch.cat([self._positions, positions])
+        self._mask = torch.cat([_left_pad(self._mask, width), compact], 0)
+        self._positions = torch.cat([self._positions, lengths])
         self.rows.extend(rows)
 
 
@@ -234,15 +267,24 @@ def _with_room(t: torch.Tensor, columns: int) -> torch.Tensor:
     return buf
 
 
-def _left_pad(t: torch.Tensor, width: int) -> torch.Tensor:
-    """Pad the sequence dim (2 for KV tensors, 1 for masks) on the left with zeros."""
-    dim = 2 if t.dim() == 4 else 1
-    missing = width - t.shape[dim]
+def _preload(layer: Any, keys: torch.Tensor, values: torch.Tensor, width: int) -> None:
+    if isinstance(layer, _SpareLayer):
+        layer.preload(keys, values, width)
+    else:  # a layer type we do not manage (the module docstring leaves such models out)
+        layer.keys, layer.values = keys[:, :, :width], values[:, :, :width]
+
+
+def _buffer_like(t: torch.Tensor, rows: int, width: int) -> torch.Tensor:
+    """An uninitialized KV buffer of ``rows`` rows, ``width`` columns and spare room."""
+    return t.new_empty((rows, t.shape[1], width + SPARE_COLUMNS, t.shape[3]))
+
+
+def _left_pad(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """Pad a ``[rows, columns]`` mask on the left with zeros to ``width`` columns."""
+    missing = width - mask.shape[1]
     if missing == 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t.new_zeros(shape), t], dim)
+        return mask
+    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], 1)
 
 
 def _cache_of(output: Any) -> Any:

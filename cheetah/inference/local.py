@@ -3,7 +3,9 @@
 One background thread runs the step loop (schedule -> execute -> update, as in vLLM):
 
 1. apply a pending ``load_weights`` (between steps, never inside one);
-2. admit waiting requests up to ``max_batch``: look each prompt up in the prefix cache,
+2. admit waiting requests, first come first served, up to ``max_batch`` rows and while the
+   batch's KV at its largest stays within ``max_batch_tokens`` (memory is bounded by
+   design, not by luck): look each prompt up in the prefix cache,
    prefill what is not cached (in left-padded groups of similar length), sample each one's
    first token, merge their KV cache into the running batch's, and store their prompts' KV;
 3. one decode step for every running request: feed each its last sampled token, sample the
@@ -55,6 +57,7 @@ import asyncio
 import copy
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -72,6 +75,7 @@ from cheetah.inference.protocol import (
     SamplingParams,
 )
 from cheetah.inference.sampling import sample
+from cheetah.memory import release_memory
 from cheetah.model.loading import LoadedModel, check_state_dict
 
 # a request joins a prefill group unless the padding it adds costs more than a forward of its
@@ -79,6 +83,7 @@ from cheetah.model.loading import LoadedModel, check_state_dict
 # forward takes ~40 ms and prefill ~1.8 ms per token, about 24 tokens; 64 leans toward fewer,
 # larger forwards, which a GPU (where a forward's fixed cost is larger) prefers too.
 FORWARD_COST_TOKENS = 64
+TRIM_EVERY_S = 2.0  # heap trims (``_trim_memory``) at most this often
 
 
 @dataclass(frozen=True)
@@ -147,15 +152,19 @@ class LocalEngine:
         max_context: int | None = None,
         version: int = 0,
         prefix_cache_tokens: int = 32768,
+        max_batch_tokens: int = 65536,
     ) -> None:
         """``prefix_cache_tokens`` bounds the prefix cache (0 disables it); its KV takes
-        45 KiB per token for SmolLM2-135M in fp32, so the default is about 1.4 GiB."""
+        45 KiB per token for SmolLM2-135M in fp32, so the default is about 1.4 GiB.
+        ``max_batch_tokens`` bounds the running batch's KV (rows x columns, see
+        ``_fits``): 2.8 GiB for that model by default."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         # the engine thread decodes with its own copy: a Rust tokenizer used from two threads
         # at once (the server encodes while we decode) can fail with "Already borrowed"
         self._detokenizer = copy.deepcopy(tokenizer)
         self.max_batch = max_batch
+        self.max_batch_tokens = max_batch_tokens
         self.max_context = max_context or int(
             getattr(model.config, "max_position_embeddings", 2048)
         )
@@ -176,6 +185,7 @@ class LocalEngine:
         self._closed = False
         self._thread: threading.Thread | None = None
         self.steps = 0
+        self._trimmed_at, self._rows_after_trim = 0.0, 0
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, **kwargs: Any) -> LocalEngine:
@@ -299,7 +309,10 @@ class LocalEngine:
                 free = self.max_batch - len(self._batch)
                 admitted = []
                 while self._waiting and len(admitted) < free:
-                    request = self._waiting.popleft()
+                    request = self._waiting[0]
+                    if not request.leaving and not self._fits([*admitted, request]):
+                        break  # it waits for rows to finish (first come, first served)
+                    self._waiting.popleft()
                     if not request.leaving:
                         admitted.append(request)
             for state, version, future in weights:
@@ -313,6 +326,7 @@ class LocalEngine:
                         self._decode()
                     self._drop_finished()
                 self.steps += 1
+                self._trim_memory(admitted)
             except Exception as e:  # a bug or OOM: fail these requests, keep serving others
                 error = EngineError(f"engine step failed: {type(e).__name__}: {e}")
                 for request in self._batch.rows + [
@@ -325,6 +339,27 @@ class LocalEngine:
             request.send(error)
         for _, _, future in self._weights:
             future.get_loop().call_soon_threadsafe(_set_exception, future, error)
+
+    def _trim_memory(self, admitted: list[_Request]) -> None:
+        """After steps that reshaped the batch (rows in or out: fresh KV buffers, prefill
+        activations), give freed heap pages back to the OS (``cheetah/memory.py``), at most
+        every ``TRIM_EVERY_S``: glibc keeps them otherwise, and the engine's process holds
+        the memory of its widest batch for the rest of the run."""
+        reshaped = bool(admitted) or len(self._batch) != self._rows_after_trim
+        if reshaped and time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
+            release_memory()
+            self._trimmed_at, self._rows_after_trim = time.monotonic(), len(self._batch)
+
+    def _fits(self, admitted: list[_Request]) -> bool:
+        """Whether the running rows plus ``admitted`` stay within ``max_batch_tokens`` until
+        they all end: the batch is as wide as its longest row (``KVBatch`` compacts rows), and
+        no row grows past prompt + ``max_tokens`` (or the context). A request alone in an
+        empty batch always fits, so an oversized one runs by itself rather than never."""
+        rows = self._batch.rows + admitted
+        if len(rows) == 1:
+            return True
+        ends = (len(r.prompt_ids) + r.sampling.max_tokens for r in rows)
+        return len(rows) * min(max(ends), self.max_context) <= self.max_batch_tokens
 
     def _apply_weights(
         self, state: dict[str, torch.Tensor], version: int, future: asyncio.Future[None]

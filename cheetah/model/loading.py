@@ -185,6 +185,25 @@ def build_tiny(seed: int = TINY_SEED, tokenizer: Any = None) -> LoadedModel:
     return LoadedModel(_eval(model), tokenizer, "tiny")
 
 
+def tokenizer_for(spec: str) -> Any:
+    """The tokenizer of a model spec, without loading the weights."""
+    if spec in ("default", "tiny"):
+        return default_tokenizer()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec)
+
+
+def load_policy(spec: str, mxfp8: bool = False) -> Any:
+    """The policy as trainer and engine both run it (with MXFP8 GEMMs when asked)."""
+    loaded = build_tiny() if spec == "tiny" else load_model(spec)
+    if mxfp8:
+        from cheetah.model.mxfp8 import convert_to_mxfp8
+
+        convert_to_mxfp8(loaded.model)
+    return loaded
+
+
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """All tensors of a checkpoint directory's ``*.safetensors`` files (or of one such file)."""
     from safetensors import SafetensorError

@@ -32,6 +32,15 @@ class ModelSection(_Section):
         description="default | tiny | a HF directory (a MoE from `cheetah moe upcycle` too)",
     )
     max_batch: int = Field(16, description="engine batch (concurrent sequences)")
+    max_batch_tokens: int = Field(
+        65536, description="engine KV bound: rows x (longest prompt + max_new_tokens)"
+    )
+    device: str = Field(
+        "cpu",
+        pattern=r"^(cpu|cuda(:\d+)?|xpu(:\d+)?|mps)$",
+        description="torch device of the trainer and the engine actor (cpu, cuda, cuda:1); "
+        "both share it",
+    )
     engine_urls: list[str] = Field(
         default_factory=list,
         description="OpenAI-compatible servers (cheetah serve, vLLM, SGLang) to roll out on "
@@ -125,6 +134,9 @@ class TrainSection(_Section):
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
     sft_lr: float = Field(5e-5)
     sft_batch: int = Field(4, description="oracle trajectories per SFT step (rotating)")
+    sft_run_tests: bool = Field(
+        True, description="demonstrations run the tests before answering (False: edit, answer)"
+    )
 
 
 class TrainRunConfig(_Section):

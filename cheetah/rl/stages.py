@@ -90,6 +90,6 @@ def table(summary: dict[str, Any]) -> str:
     for c in summary["comparisons"]:
         lines.append(
             f"{c['after']} vs {c['before']}: solved only after {c['only_after']}, only before "
-            f"{c['only_before']}, exact McNemar p = {c['mcnemar_p']:.4f}"
+            f"{c['only_before']}, exact McNemar p = {c['mcnemar_p']:.2g}"
         )
     return "\n".join(lines)

@@ -1,13 +1,14 @@
 """`cheetah train`: the main job, read top to bottom.
 
 1. Resolve the config, open the run directory (``config.json``, ``run.sqlite``).
-2. Start Ray locally: one engine actor (``LocalEngine`` over the policy), or none when
+2. Start Ray locally: one engine actor (``inference/ray_engine.py``), or none when
    ``model.engine_urls`` names OpenAI-compatible servers (cheetah serve, vLLM, SGLang)
    that reload checkpoint directories; rollout workers that run the harness against
    the env fleet (the servers of ``rollout.env_urls``, or one env server started for
-   the run) and grade the result there.
+   the run) and grade the result there (``rl/task_rollout.py``).
 3. Optionally warm up with SFT on oracle trajectories (the reference patch applied
-   through the tools), so a small model learns the tool format before RL.
+   through the tools, ``rl/sft.py``), so a small model learns the tool format before RL;
+   saved as ``checkpoints/sft``.
 4. Held-out stages (``rl/stages.py``): the same tasks, greedy, one sample each, for the
    base model, after SFT (step 3 comes after the base stage), and after RL (step 6).
 5. RL: the scheduler keeps rollouts in flight; every batch of complete groups
@@ -19,9 +20,10 @@
    with its Wilson interval, per tier and behaviour, and exact McNemar tests between
    stages (``mcnemar_p``: the last against the base model).
 
-``--resume`` continues from the newest checkpoint: weights, optimizer and version
-come back, rollouts finished but not trained come back from the store, samples that
-never finished run again, and nothing is trained twice.
+``--resume`` continues from the newest checkpoint (an RL step's, else the SFT one; held-out
+stages already recorded are not run again): weights, optimizer and version come back,
+rollouts finished but not trained come back from the store, samples that never finished
+run again, and nothing is trained twice.
 """
 
 from __future__ import annotations
@@ -38,138 +40,19 @@ from typing import Any
 import ray
 
 from cheetah.harness.trajectory import Trajectory
+from cheetah.inference.ray_engine import EngineActor, RayEngine
+from cheetah.model.loading import load_policy
+from cheetah.progress import Pace
 from cheetah.rl.config import TrainRunConfig
-from cheetah.rl.data import Sample, SampleError, sample_from_trajectory, truncation_metrics
+from cheetah.rl.data import SampleError, sample_from_trajectory, truncation_metrics
 from cheetah.rl.lr_schedule import lr_at
-from cheetah.rl.reward import call_success_rate, shaped_reward
+from cheetah.rl.report import behaviour_metrics, plot_curves
+from cheetah.rl.reward import call_success_rate
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.stages import stage_record, summarize, table
 from cheetah.rl.store import RunStore
-from cheetah.tasks.schema import Task
-
-
-def tokenizer_for(spec: str) -> Any:
-    from cheetah.model.loading import default_tokenizer
-
-    if spec in ("default", "tiny"):
-        return default_tokenizer()
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(spec)
-
-
-def load_policy_model(spec: str, mxfp8: bool = False) -> Any:
-    """The policy as trainer and engine both run it (with MXFP8 GEMMs when asked)."""
-    from cheetah.model.loading import build_tiny, load_model
-
-    loaded = build_tiny() if spec == "tiny" else load_model(spec)
-    if mxfp8:
-        from cheetah.model.mxfp8 import convert_to_mxfp8
-
-        convert_to_mxfp8(loaded.model)
-    return loaded
-
-
-@ray.remote
-class EngineActor:
-    """The inference engine in its own process; the trainer reaches it through Ray."""
-
-    def __init__(self, spec: str, max_batch: int, mxfp8: bool = False) -> None:
-        from cheetah.inference.local import LocalEngine
-
-        loaded = load_policy_model(spec, mxfp8)
-        self.engine = LocalEngine.from_loaded(loaded, max_batch=max_batch)
-
-    async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
-        return await self.engine.generate(prompt_ids, sampling)
-
-    async def load_weights(self, state: dict, version: int) -> None:
-        await self.engine.load_weights(state, version)
-
-    def version(self) -> int:
-        return self.engine.policy_version
-
-
-class RayEngine:
-    """The ``Engine`` protocol over an ``EngineActor`` handle."""
-
-    def __init__(self, handle: Any) -> None:
-        self.handle, self._version = handle, 0
-
-    @property
-    def policy_version(self) -> int:
-        return self._version
-
-    async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
-        out = await self.handle.generate.remote(prompt_ids, sampling)
-        self._version = out.policy_version
-        return out
-
-    async def load_weights(self, state: dict, version: int) -> None:
-        await self.handle.load_weights.remote(state, version)
-
-
-def remote_engines(cfg: TrainRunConfig) -> list[Any]:
-    from cheetah.inference.remote import RemoteEngine
-
-    return [RemoteEngine(url, staging_dir=cfg.model.staging_dir) for url in cfg.model.engine_urls]
-
-
-def env_token(cfg: TrainRunConfig) -> str:
-    from cheetah.sandbox.server import read_token
-
-    if cfg.rollout.env_token_file is None:
-        raise ValueError("rollout.env_urls needs rollout.env_token_file (the servers' token)")
-    return read_token(cfg.rollout.env_token_file)
-
-
-class TaskRollout:
-    """Runs in a rollout worker: one task, one env-fleet session, the harness, the grader."""
-
-    def __init__(self, engine: Any, cfg: dict) -> None:
-        from cheetah.sandbox.fleet import EnvFleet
-        from cheetah.tasks.loaders import load_tasks
-        from cheetah.tasks.remote import FleetSessionFactory
-
-        self.cfg = TrainRunConfig.model_validate(cfg)
-        self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
-        self.tokenizer = tokenizer_for(self.cfg.model.spec)
-        self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
-        fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
-        self.factory = FleetSessionFactory(fleet)
-
-    async def __call__(self, spec: RolloutSpec) -> Finished:
-        from cheetah.harness.engine_policy import EnginePolicy
-        from cheetah.harness.loop import AgentLimits
-        from cheetah.inference.protocol import SamplingParams
-        from cheetah.tasks.episode import run_episode
-
-        r = self.cfg.rollout
-        task = self.tasks[spec.task_id]
-        greedy = spec.mode == "eval"
-        sampling = SamplingParams(
-            temperature=0.0 if greedy else r.temperature,
-            max_tokens=r.max_new_tokens,
-            seed=self.cfg.run.seed * 1_000_003 + spec.rollout_id,
-        )
-        engine = self.engines[spec.rollout_id % len(self.engines)]
-        policy = EnginePolicy(engine, self.tokenizer, sampling)
-        ep = await run_episode(
-            task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
-        )
-        if ep.error is not None:
-            return Finished(spec, reward=0.0, versions=[], error=ep.error)
-        traj = ep.trajectory
-        assert traj is not None and ep.grade is not None
-        traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
-        versions = [t.policy_version or 0 for t in traj.turns]
-        return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
-
-
-def _passed(payload: str) -> bool:
-    grade = json.loads(payload).get("grade") or {}
-    return bool(grade.get("correct"))
+from cheetah.rl.task_rollout import TaskRollout, env_token, passed, remote_engines
 
 
 class TrainJob:
@@ -224,7 +107,8 @@ class TrainJob:
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-        loaded = load_policy_model(cfg.model.spec, cfg.train.mxfp8)
+        loaded = load_policy(cfg.model.spec, cfg.train.mxfp8)
+        loaded.model.to(cfg.model.device)
         self.tokenizer = loaded.tokenizer
         self.trainer = Trainer(
             loaded.model,
@@ -242,7 +126,11 @@ class TrainJob:
             self.engine, self.sync_targets = None, remote_engines(cfg)
         else:
             self.engine = EngineActor.options(max_concurrency=1000).remote(
-                cfg.model.spec, cfg.model.max_batch, cfg.train.mxfp8
+                cfg.model.spec,
+                cfg.model.max_batch,
+                cfg.train.mxfp8,
+                cfg.model.device,
+                cfg.model.max_batch_tokens,
             )
             self.sync_targets = [RayEngine(self.engine)]
         self.env_cfg = self._start_env(cfg)
@@ -293,16 +181,15 @@ class TrainJob:
         specs = [
             RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(self.eval_tasks)
         ]
-        progress = {"done": 0, "t": time.monotonic()}
+        done, pace = [0], Pace()
 
         async def run(i: int, spec: RolloutSpec) -> Finished:
             try:
                 return await handles[i % len(handles)].run.remote(spec)
             finally:
-                progress["done"] += 1
-                if time.monotonic() - progress["t"] > 10:  # a line every ~10 s, in logs too
-                    progress["t"] = time.monotonic()
-                    self.log(f"held-out {label}: {progress['done']}/{len(specs)} tasks run")
+                done[0] += 1
+                if pace.due():
+                    self.log(f"held-out {label}: {done[0]}/{len(specs)} tasks run")
 
         results = await asyncio.gather(
             *(run(i, s) for i, s in enumerate(specs)), return_exceptions=True
@@ -310,8 +197,9 @@ class TrainJob:
         graded = []
         for task, r in zip(self.eval_tasks, results, strict=True):
             if isinstance(r, BaseException) or r.error:
-                why = r if isinstance(r, BaseException) else r.error
-                self.log(f"held-out task {task.id} could not run ({label}): {why}")
+                why = str(r if isinstance(r, BaseException) else r.error).strip()
+                first = why.splitlines()[0] if why else "no error message"  # Ray's run long
+                self.log(f"held-out task {task.id} could not run ({label}): {first}")
                 graded.append((task, None))
             else:
                 graded.append((task, Trajectory.model_validate_json(r.payload)))
@@ -329,8 +217,9 @@ class TrainJob:
 
     # -- SFT warm start ----------------------------------------------------------------------
     async def sft(self) -> None:
-        from cheetah.tasks.episode import run_episode
-        from cheetah.tasks.oracle import OraclePolicy
+        """The warm start: oracle demonstrations of training tasks (``rl/sft.py``), then
+        ``sft_steps`` optimizer steps of ``sft_batch`` of them, then a weight sync."""
+        from cheetah.rl.sft import collect_demonstrations
         from cheetah.tasks.remote import fleet_factory
 
         steps = self.cfg.train.sft_steps
@@ -340,32 +229,16 @@ class TrainJob:
         tasks = [t for t in self.train_tasks if t.reference_patch]
         self.rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
         tasks = tasks[: steps * max(1, self.cfg.train.sft_batch)]
-        gate = asyncio.Semaphore(max(1, r.workers * r.worker_capacity))
-        progress = {"done": 0, "t": time.monotonic()}
-
-        async def demonstrate(task: Task, factory: Any) -> Sample | None:
-            async with gate:
-                ep = await run_episode(task, OraclePolicy(task), factory)
-            progress["done"] += 1
-            if time.monotonic() - progress["t"] > 10 or progress["done"] == len(tasks):
-                progress["t"] = time.monotonic()
-                self.log(f"sft: {progress['done']}/{len(tasks)} demonstrations recorded")
-            if ep.error is not None or ep.trajectory is None:
-                self.log(f"sft: task {task.id} could not run, skipped: {ep.error}")
-                return None
-            if ep.grade is None or not ep.grade.correct:  # never imitate a wrong fix
-                self.log(f"sft: the oracle does not solve task {task.id}; skipped")
-                return None
-            return sample_from_trajectory(
-                ep.trajectory,
-                self.tokenizer,
-                need_logprobs=False,
-                max_len=self.cfg.train.max_seq_len,
-            )
-
         async with fleet_factory(r.env_urls, env_token(self.env_cfg)) as factory:
-            found = await asyncio.gather(*(demonstrate(t, factory) for t in tasks))
-        samples = [s for s in found if s is not None]
+            samples = await collect_demonstrations(
+                tasks,
+                factory,
+                self.tokenizer,
+                run_tests=self.cfg.train.sft_run_tests,
+                max_len=self.cfg.train.max_seq_len,
+                concurrency=r.workers * r.worker_capacity,
+                log=self.log,
+            )
         if not samples:
             self.log("sft: no training task has a reference patch; skipped")
             return
@@ -489,12 +362,13 @@ class TrainJob:
                 payloads.append(f.payload)
                 ids.append(f.spec.rollout_id)
         adv = group_advantages(torch.tensor(rewards), torch.tensor(gids))
+        trajs = [Trajectory.model_validate_json(p) for p in payloads]  # parsed once per step
         samples, skipped = [], 0
-        for a, payload, rid in zip(adv.tolist(), payloads, ids, strict=True):
+        for a, traj, rid in zip(adv.tolist(), trajs, ids, strict=True):
             try:
                 samples.append(
                     sample_from_trajectory(
-                        Trajectory.model_validate_json(payload),
+                        traj,
                         self.tokenizer,
                         advantage=a,
                         rollout_id=rid,
@@ -505,14 +379,12 @@ class TrainJob:
                 skipped += 1
         metrics: dict[str, float] = {
             "reward_mean": statistics.fmean(rewards),
-            "pass_rate": statistics.fmean(_passed(p) for p in payloads),
+            "pass_rate": statistics.fmean(map(passed, trajs)),
             "samples_skipped": skipped,
             "groups_resampled": resampled,
         }
-        metrics.update(behaviour_metrics(payloads))
-        metrics.update(
-            truncation_metrics(samples, [Trajectory.model_validate_json(p) for p in payloads])
-        )
+        metrics.update(behaviour_metrics(trajs))
+        metrics.update(truncation_metrics(samples, trajs))
         if samples and any(s.advantage != 0 for s in samples):
             t = self.cfg.train
             metrics["lr"] = lr_at(step - 1, t.steps, t.lr, t.warmup_frac, t.lr_decay)
@@ -528,7 +400,7 @@ class TrainJob:
         self.store.log_metrics(step, metrics)
         stats = (
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
-            f"calls ok {metrics['call_success']:.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
+            f"calls ok {metrics.get('call_success', 0.0):.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
             f"  cut: {metrics['turns_cut_by_max_new_tokens']:.0f} turns by max_new_tokens, "
             f"{metrics['samples_cut_by_max_seq_len']:.0f} samples by max_seq_len"
         )
@@ -548,6 +420,24 @@ class TrainJob:
             self.close()
         return self.trainer.save_checkpoint(self.dir / "checkpoints" / "sft", {"step": 0})
 
+    async def _stage(self, label: str) -> dict[str, Any] | None:
+        """A held-out stage; on ``--resume``, the one the store already holds if any."""
+        held = self.store.get_meta(f"stage_{label}") if self.resume else None
+        return held or await self.evaluate(label)
+
+    async def _warm_start(self) -> None:
+        """SFT, saved as ``checkpoints/sft``. On ``--resume`` that checkpoint comes back
+        instead (unless an RL checkpoint exists: ``_resume_state`` loads the newest)."""
+        checkpoint = self.dir / "checkpoints" / "sft"
+        if self.resume and checkpoint.exists():
+            if not any((self.dir / "checkpoints").glob("step-*")):
+                self.trainer.load_checkpoint(checkpoint)
+                await self.trainer.sync_to(self.sync_targets)
+                self.log(f"resumed the SFT warm start from {checkpoint}")
+            return
+        await self.sft()
+        self.trainer.save_checkpoint(checkpoint, {"step": 0})
+
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
         self.start()
@@ -558,13 +448,10 @@ class TrainJob:
 
     async def _run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        names = ["base", "sft", "rl"] if self.cfg.train.sft_steps > 0 else ["base", "rl"]
-        stages = [m for n in names[:-1] if (m := self.store.get_meta(f"stage_{n}"))]
-        if not self.resume:
-            stages = [await self.evaluate("base")]
-            if self.cfg.train.sft_steps > 0:
-                await self.sft()
-                stages.append(await self.evaluate("sft"))
+        stages = [await self._stage("base")]
+        if self.cfg.train.sft_steps > 0:
+            await self._warm_start()
+            stages.append(await self._stage("sft"))
         await self.rl()
         stages.append(await self.evaluate("rl"))
         plot_curves(self.store, self.dir / "reward.png")
@@ -584,47 +471,3 @@ class TrainJob:
         if summary["stages"]:
             self.log(table(summary))
         return summary
-
-
-def behaviour_metrics(payloads: list[str]) -> dict[str, float]:
-    """Tool calls per turn, reads and searches before the first edit, edits per task, tokens
-    per solved task: the eval's per-trajectory metrics, averaged over one step."""
-    from cheetah.tasks.metrics import mean_of, trajectory_metrics
-
-    trajs = [Trajectory.model_validate_json(p) for p in payloads]
-    rows = [trajectory_metrics(t) for t in trajs]
-    solved = [r for r, t in zip(rows, trajs, strict=True) if (t.grade or {}).get("correct")]
-
-    def mean(rs: list[dict], key: str) -> float:
-        return mean_of(rs, key) or 0.0
-
-    return {
-        "calls_per_turn": mean(rows, "calls_per_turn"),
-        "reads_before_edit": mean(rows, "explore_before_edit"),
-        "edits_per_task": mean(rows, "edits"),
-        "tokens_per_solved": mean(solved, "completion_tokens"),
-        "call_success": statistics.fmean(call_success_rate(t) for t in trajs) if trajs else 0.0,
-    }
-
-
-def plot_curves(store: RunStore, path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name in ("reward_mean", "pass_rate", "call_success"):
-        series = store.metric_series(name)
-        if series:
-            ax.plot([s for s, _ in series], [v for _, v in series], marker="o", label=name)
-    ax.set_xlabel("step")
-    ax.set_ylim(-0.05, 1.05)
-    ax.legend()
-    ax.set_title("training reward")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

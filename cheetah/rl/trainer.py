@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+from cheetah.memory import release_memory
 from cheetah.rl.data import Sample
 from cheetah.rl.loss import LossConfig, entropy_from_logits, policy_loss, token_logprobs
 
@@ -179,10 +180,11 @@ class Trainer:
         is most of the memory and time of a step on a CPU. With ``prefix`` > 0 (at most
         ``shared_prefix_len`` of the batch) the first ``prefix`` tokens run once for all rows.
         """
-        device_type = next(self.model.parameters()).device.type
+        device = next(self.model.parameters()).device
+        b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
         sel = b["mask"][:, 1:].bool()
         decoder = self.model.get_decoder()
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             if prefix > 0:
                 # no position in the prefix predicts a trained token: sel[:, :prefix] is 0
                 hidden = _forward_shared_prefix(decoder, b["input_ids"], b["attention"], prefix)
@@ -201,7 +203,7 @@ class Trainer:
             "logits": logits[None],
             "behaviour": b["behaviour"][:, 1:][sel][None],
             "advantage": adv[None],
-            "mask": torch.ones(1, targets.numel()),
+            "mask": torch.ones(1, targets.numel(), device=device),
         }
 
     def _run(self, samples: list[Sample], objective: str) -> StepMetrics:
@@ -247,7 +249,7 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         self.model.eval()
         self.step_count += 1
-        _release_memory()
+        release_memory()  # the step's activations are free: give them back (memory.py)
         return StepMetrics(
             loss=agg["loss"],
             grad_norm=grad_norm,
@@ -280,7 +282,8 @@ class Trainer:
 
     # -- weights out ------------------------------------------------------------------
     def engine_state(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        """A CPU copy of the weights (what travels to engines through Ray or a server)."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
 
     async def sync_to(self, engines: Iterable[Any]) -> float:
         """Load the current weights into in-process engines (or engine actors); seconds taken."""
@@ -434,17 +437,3 @@ def _cache_kept_under_checkpointing(decoder: Any) -> Iterator[None]:
                 del m._can_checkpoint_with_cache
             else:
                 m._can_checkpoint_with_cache = value
-
-
-def _release_memory() -> None:
-    """Hand freed activation memory back to the OS (glibc keeps it otherwise), so a long run
-    does not hold its peak step's memory while the engine and sandboxes need it."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):
-            pass

@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from cheetah.progress import Pace
+
 SESSIONS_HELP = (
     "Workspaces are temp copies of each task's snapshot and commands run unsandboxed with "
     "your rights: use trusted task files and models only."
@@ -27,7 +29,7 @@ class _LineProgress:
 
     def __init__(self, console, total: int, what: str) -> None:
         self.console, self.what = console, what
-        self.total, self.completed, self.last, self.printed = total, 0, "", 0.0
+        self.total, self.completed, self.last, self.pace = total, 0, "", Pace()
 
     def __enter__(self) -> _LineProgress:
         return self
@@ -36,13 +38,10 @@ class _LineProgress:
         self._line()
 
     def update(self, _task, *, advance: int = 0, total=None, completed=None, last="") -> None:
-        import time
-
         self.total = self.total if total is None else total
         self.completed = (self.completed if completed is None else completed) + advance
         self.last = last or self.last
-        if time.monotonic() - self.printed >= 10:
-            self.printed = time.monotonic()
+        if self.pace.due():
             self._line()
 
     def _line(self) -> None:
@@ -375,7 +374,6 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
 
 
 def _curriculum(args: argparse.Namespace) -> int:
-    import time
 
     from cheetah.tasks.curriculum import TIERS, build_curriculum
     from cheetah.tasks.generate import GenerateConfig, GenerateError
@@ -397,11 +395,10 @@ def _curriculum(args: argparse.Namespace) -> int:
         seed=args.seed,
         concurrency=args.concurrency,
     )
-    last = {"t": 0.0}
+    pace = Pace()
 
     def tick(repo: str, total: int, done: int, kept: int) -> None:
-        if time.monotonic() - last["t"] > 10 or done == total:  # a line every ~10 s, in logs too
-            last["t"] = time.monotonic()
+        if pace.due(final=done == total):  # a line every ~10 s, in logs too
             print(f"{repo}: {done}/{total} mutants tried, {kept} kept", flush=True)
 
     try:

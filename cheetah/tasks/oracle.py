@@ -6,7 +6,9 @@ demonstrations. It behaves like a tidy agent making minimal edits: reads the fil
 will change (all at once; skipped when the query already quotes every text it replaces),
 edits each hunk with ``edit_file`` using the smallest unique text (``minimal_edit``: the
 changed lines, indentation dropped for one line, context added only until the text is
-unique; the whole file as a last resort), deletes removed files, runs the tests, answers.
+unique; the whole file as a last resort), deletes removed files, runs the tests (unless
+told not to: ``run_tests=False`` gives two-turn demonstrations, edit then answer, for runs
+where every turn and test run costs), answers.
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
@@ -75,7 +77,7 @@ def minimal_edit(before: str, old: list[str], new: list[str]) -> tuple[str, str]
     return None
 
 
-def oracle_messages(task: Task, root: Path) -> list[str]:
+def oracle_messages(task: Task, root: Path, run_tests: bool = True) -> list[str]:
     """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
@@ -107,7 +109,10 @@ def oracle_messages(task: Task, root: Path) -> list[str]:
     if reads:
         messages.append("Reading the files to change.\n" + "\n".join(reads))
     messages.append("Applying the fix.\n" + "\n".join(edits))
-    messages.append("Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND}))
+    if run_tests:
+        messages.append(
+            "Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND})
+        )
     messages.append("Done: applied the reference change.")
     return messages
 
@@ -115,15 +120,15 @@ def oracle_messages(task: Task, root: Path) -> list[str]:
 class OraclePolicy:
     """Replays the reference solution of one task (see the module docstring)."""
 
-    def __init__(self, task: Task) -> None:
-        self.task = task
+    def __init__(self, task: Task, run_tests: bool = True) -> None:
+        self.task, self.run_tests = task, run_tests
         self.name = "oracle"
         self._messages: list[str] | None = None
 
     def _prepare(self) -> list[str]:
         with tempfile.TemporaryDirectory(prefix="cheetah-oracle-") as tmp:
             root = materialize(self.task.snapshot, Path(tmp) / "repo")
-            return oracle_messages(self.task, root)
+            return oracle_messages(self.task, root, self.run_tests)
 
     async def generate(self, messages: list[Message]) -> Generation:
         if self._messages is None:

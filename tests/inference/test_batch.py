@@ -47,3 +47,27 @@ def test_decode_appends_into_spare_room_instead_of_copying_the_cache(tiny):
             batch.decode([8 + step, 9 + step])
         assert layer._kbuf.data_ptr() == buffer
         assert layer.keys.data_ptr() == buffer and layer.keys.shape[2] == 3 + 6
+
+
+def test_a_row_with_a_cached_prefix_is_compacted_to_its_real_length(tiny):
+    """In the group's cache a row is [prefix][gap][prompt]; in the batch it has no gap."""
+    model = tiny.model
+    batch: KVBatch[str] = KVBatch(model, pad_id=2)
+    short_prefix, long_prefix = [1, 520], [1, 9690, 198, 2683, 359, 253]
+    short_rest, long_rest = [9531, 198, 2683, 359, 253, 5356], [5646]
+    with torch.inference_mode():
+        batch.prefill(["p"], [long_prefix])
+        prefix_long = batch.row_kv(0, 0, len(long_prefix))
+        batch.keep([])
+        batch.prefill(["q"], [short_prefix])
+        prefix_short = batch.row_kv(0, 0, len(short_prefix))
+        batch.keep([])
+        logits = batch.prefill(["a", "b"], [short_rest, long_rest], [[prefix_short], [prefix_long]])
+        a, b = short_prefix + short_rest, long_prefix + long_rest
+        # the group's cache was len(long_prefix) + len(short_rest) wide; the batch is not
+        assert batch.width == max(len(a), len(b)) < len(long_prefix) + len(short_rest)
+        assert torch.allclose(logits[0], _next_logits(model, a), atol=1e-4)
+        assert torch.allclose(logits[1], _next_logits(model, b), atol=1e-4)
+        logits = batch.decode([7, 11])
+        assert torch.allclose(logits[0], _next_logits(model, [*a, 7]), atol=1e-4)
+        assert torch.allclose(logits[1], _next_logits(model, [*b, 11]), atol=1e-4)

@@ -251,3 +251,30 @@ async def test_default_model_batched_greedy_matches_hf_and_answers():
         assert out.token_ids[:-1] == _hf_greedy(loaded.model, prompt, n)[:-1]
         if out.finish_reason == "stop":
             assert out.token_ids[-1] == tok.eos_token_id
+
+
+async def test_the_batch_token_budget_queues_requests_and_changes_no_output(tiny):
+    """Rows x (longest prompt + max_tokens) stays within max_batch_tokens; the rest wait."""
+    import copy
+
+    prompts = _prompts(tiny.tokenizer)
+    budget = 2 * (len(prompts[-1]) + GREEDY.max_tokens)  # two of the longest at a time
+    eng = LocalEngine(
+        copy.deepcopy(tiny.model), tiny.tokenizer, max_batch=8, max_batch_tokens=budget
+    )
+    seen = []
+    step = eng._decode
+
+    def watched() -> None:
+        seen.append(len(eng._batch) * eng._batch.width)
+        step()
+
+    eng._decode = watched
+    try:
+        outs = await asyncio.gather(*[eng.generate(p, GREEDY) for p in prompts])
+    finally:
+        eng.close()
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert out.token_ids == _hf_greedy(tiny.model, prompt, 8)
+    assert seen and max(seen) <= budget
+    assert eng.steps > 8, "not everything fit at once: some requests waited"

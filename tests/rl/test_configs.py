@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cheetah.model.chat import tokenize_chat
+from cheetah.model.loading import tokenizer_for
 from cheetah.rl.config import load_config
-from cheetah.rl.train import tokenizer_for
 from cheetah.tasks.episode import run_episode
 from cheetah.tasks.loaders import load_tasks, select_tasks
 from cheetah.tasks.oracle import OraclePolicy, oracle_messages
@@ -26,10 +26,10 @@ from tests.conftest import REPO_ROOT
 CONFIGS = sorted((REPO_ROOT / "configs").glob("*.toml"))
 
 
-def _replies(task, tokenizer) -> list[int]:
+def _replies(task, tokenizer, run_tests: bool) -> list[int]:
     with tempfile.TemporaryDirectory() as tmp:
         root = materialize(task.snapshot, Path(tmp) / "repo")
-        messages = oracle_messages(task, root)
+        messages = oracle_messages(task, root, run_tests)
     return [len(tokenizer(m, add_special_tokens=False)["input_ids"]) for m in messages]
 
 
@@ -45,7 +45,9 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
     tasks = select_tasks(load_tasks(tasks_file), tier=cfg.tasks.tier, split=cfg.tasks.train_split)
     demos = [t for t in tasks if t.reference_patch]
     assert demos, f"{path.name}: no SFT demonstrations"
-    replies = {t.id: _replies(t, tokenizer) for t in demos}
+    replies = {t.id: _replies(t, tokenizer, cfg.train.sft_run_tests) for t in demos}
+    turns = {tid: len(r) for tid, r in replies.items() if len(r) > cfg.rollout.max_turns}
+    assert not turns, f"{path.name}: demonstrations over max_turns={cfg.rollout.max_turns}: {turns}"
     cut = {tid: max(r) for tid, r in replies.items() if max(r) > cfg.rollout.max_new_tokens}
     assert not cut, f"{path.name}: replies over max_new_tokens={cfg.rollout.max_new_tokens}: {cut}"
 
@@ -57,7 +59,7 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
     factory = LocalSessionFactory(tmp_path)
 
     async def tokens(task) -> tuple[str, int]:
-        ep = await run_episode(task, OraclePolicy(task), factory)
+        ep = await run_episode(task, OraclePolicy(task, cfg.train.sft_run_tests), factory)
         assert ep.error is None and ep.grade is not None and ep.grade.correct, task.id
         return task.id, len(tokenize_chat(ep.trajectory.messages, tokenizer).token_ids)
 

@@ -129,6 +129,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
     assert all(s["tasks"] == 2 for s in summary["stages"]) and 0 <= summary["mcnemar_p"] <= 1
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
+    assert (tmp_path / "quickstart" / "checkpoints" / "sft" / "model.safetensors").is_file()
 
 
 @pytest.mark.slow

@@ -67,3 +67,5 @@ def test_the_oracle_reads_only_what_the_query_does_not_quote(tmp_path):
     task, repo = _task(tmp_path / "b", "Fix `g` in m.py.")
     calls = [[c.name for c in parse_message(m)] for m in oracle_messages(task, repo)]
     assert calls == [["read_file"], ["edit_file"], ["run_terminal"], []]
+    calls = [[c.name for c in parse_message(m)] for m in oracle_messages(task, repo, False)]
+    assert calls == [["read_file"], ["edit_file"], []], "without the test run: edit, answer"

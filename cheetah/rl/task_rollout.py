@@ -1,0 +1,80 @@
+"""``TaskRollout``: the rollout function a worker runs for one training or held-out sample.
+
+One task, one env-fleet session, the harness with the policy engine, the grader: all through
+``tasks.episode.run_episode``, the episode that eval and SFT run too; then the shaped reward
+(``rl/reward.py``). The result is a ``Finished`` record whose payload is the trajectory JSON.
+Left out: retries of a task whose session fails (it returns an error; the driver drops it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cheetah.harness.trajectory import Trajectory
+from cheetah.inference.ray_engine import RayEngine
+from cheetah.model.loading import tokenizer_for
+from cheetah.rl.config import TrainRunConfig
+from cheetah.rl.reward import shaped_reward
+from cheetah.rl.scheduler import Finished, RolloutSpec
+
+
+def remote_engines(cfg: TrainRunConfig) -> list[Any]:
+    from cheetah.inference.remote import RemoteEngine
+
+    return [RemoteEngine(url, staging_dir=cfg.model.staging_dir) for url in cfg.model.engine_urls]
+
+
+def env_token(cfg: TrainRunConfig) -> str:
+    from cheetah.sandbox.server import read_token
+
+    if cfg.rollout.env_token_file is None:
+        raise ValueError("rollout.env_urls needs rollout.env_token_file (the servers' token)")
+    return read_token(cfg.rollout.env_token_file)
+
+
+class TaskRollout:
+    """Runs in a rollout worker: one task, one env-fleet session, the harness, the grader."""
+
+    def __init__(self, engine: Any, cfg: dict) -> None:
+        from cheetah.sandbox.fleet import EnvFleet
+        from cheetah.tasks.loaders import load_tasks
+        from cheetah.tasks.remote import FleetSessionFactory
+
+        self.cfg = TrainRunConfig.model_validate(cfg)
+        self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
+        self.tokenizer = tokenizer_for(self.cfg.model.spec)
+        self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
+        fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
+        self.factory = FleetSessionFactory(fleet)
+
+    async def __call__(self, spec: RolloutSpec) -> Finished:
+        from cheetah.harness.engine_policy import EnginePolicy
+        from cheetah.harness.loop import AgentLimits
+        from cheetah.inference.protocol import SamplingParams
+        from cheetah.tasks.episode import run_episode
+
+        r = self.cfg.rollout
+        task = self.tasks[spec.task_id]
+        greedy = spec.mode == "eval"
+        sampling = SamplingParams(
+            temperature=0.0 if greedy else r.temperature,
+            max_tokens=r.max_new_tokens,
+            seed=self.cfg.run.seed * 1_000_003 + spec.rollout_id,
+        )
+        engine = self.engines[spec.rollout_id % len(self.engines)]
+        policy = EnginePolicy(engine, self.tokenizer, sampling)
+        ep = await run_episode(
+            task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
+        )
+        if ep.error is not None:
+            return Finished(spec, reward=0.0, versions=[], error=ep.error)
+        traj = ep.trajectory
+        assert traj is not None and ep.grade is not None
+        traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
+        versions = [t.policy_version or 0 for t in traj.turns]
+        return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
+
+
+def passed(trajectory: Trajectory) -> bool:
+    """Whether a rollout's trajectory was graded correct."""
+    return bool((trajectory.grade or {}).get("correct"))
