@@ -38,6 +38,11 @@ float rounding differs (fp32 logprobs within 2e-5 of the no-cache engine in
 across a weight change is not stored. ``prefix_cache_tokens=0`` turns all of this off;
 models with sliding-window layers run without it. ``stats()`` reports tokens reused.
 
+Text, for streamed requests and stop strings, is built a token at a time
+(``detokenize.py``): each step decodes a window of a few tokens, and stop strings are searched
+for only in the text held back plus the new piece, so a request's text costs time linear in
+its length. Requests that need neither are decoded once, at the end.
+
 Logprobs: ``logprobs[i]`` is the sampled token's log-probability under the distribution it
 was actually drawn from (logits / temperature, top-k, top-p, renormalized); greedy requests
 report the plain log-softmax. ``sampling.py`` says why.
@@ -66,6 +71,7 @@ from typing import Any
 import torch
 
 from cheetah.inference.batch import KVBatch
+from cheetah.inference.detokenize import IncrementalDetokenizer
 from cheetah.inference.prefix_cache import BLOCK, PrefixCache, PrefixHit
 from cheetah.inference.protocol import (
     Completion,
@@ -124,11 +130,35 @@ class _Request:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     top: list[list[tuple[int, float]]] = field(default_factory=list)
-    text: str = ""
-    sent_text: int = 0
+    # text, when streamed or checked for stop strings (``advance_text``); else decoded once
+    detokenizer: IncrementalDetokenizer | None = None
+    text_parts: list[str] = field(default_factory=list)  # settled: streamed, before any stop
+    unsent: str = ""  # decoded, held back: a stop string's start that the next tokens may end
     first_version: int | None = None
     weights: int = 0  # the engine's weight generation at prefill (the prefix cache needs it)
     leaving: bool = False  # finished, cancelled, or nobody listens: drop the row
+
+    def advance_text(self, final: bool) -> tuple[str, bool]:
+        """Decode the newest token; return the text now safe to send (also kept in
+        ``text_parts``) and whether a stop string appeared (the text ends before it). Work per
+        token is bounded by the stop strings' length, not the output's: a match that ends in
+        the new text starts in ``unsent`` (``_held_back`` holds every suffix that begins a
+        stop string), so only ``unsent`` + the new piece is searched. ``final``: the request
+        ends at this token anyway; nothing is held back, a partial character comes out as
+        U+FFFD."""
+        assert self.detokenizer is not None
+        stops = self.sampling.stop
+        tail = self.unsent + self.detokenizer.push(self.ids[-1])
+        if final:
+            tail += self.detokenizer.flush()
+        cut = min((i for i in (tail.find(s) for s in stops) if i >= 0), default=-1)
+        if cut >= 0:
+            tail, final = tail[:cut], True
+        end = len(tail) if final else len(tail) - _held_back(tail, stops)
+        delta, self.unsent = tail[:end], tail[end:]
+        if delta:
+            self.text_parts.append(delta)
+        return delta, cut >= 0
 
     def send(self, item: TokenEvent | Completion | BaseException) -> None:
         try:
@@ -283,6 +313,8 @@ class LocalEngine:
             generator=generator,
             want_text=want_text,
         )
+        if want_text or sampling.stop:
+            request.detokenizer = IncrementalDetokenizer(self._detokenizer)
         with self._cond:
             if self._closed:
                 raise EngineError("the engine is closed")
@@ -446,8 +478,12 @@ class LocalEngine:
             r.logprobs.append(logprob)
             r.top.append(tops[row])
             reason = self._finish_reason(r)
-            delta = self._text_delta(r, final=reason is not None) if r.want_text else ""
-            r.send(TokenEvent(token, logprob, delta, self._version, tops[row]))
+            delta = ""
+            if r.detokenizer is not None:
+                delta, stopped = r.advance_text(final=reason is not None)
+                reason = "stop" if stopped else reason
+            text = delta if r.want_text else ""
+            r.send(TokenEvent(token, logprob, text, self._version, tops[row]))
             if reason is not None:
                 r.send(self._completion(r, reason))
                 r.leaving = True
@@ -457,28 +493,15 @@ class LocalEngine:
         token = r.ids[-1]
         if not s.ignore_eos and (token in self._eos or token in s.stop_token_ids):
             return "stop"
-        if s.stop:
-            r.text = self._decode_text(r.ids)
-            if any(stop in r.text for stop in s.stop):
-                return "stop"
         if len(r.ids) >= s.max_tokens or len(r.prompt_ids) + len(r.ids) >= self.max_context:
             return "length"
-        return None
-
-    def _text_delta(self, r: _Request, final: bool) -> str:
-        if not r.sampling.stop:
-            r.text = self._decode_text(r.ids)
-        text = _cut_at_stop(r.text, r.sampling.stop)
-        end = len(text)
-        if not final:
-            end -= _held_back(text, r.sampling.stop)
-        if end <= r.sent_text:
-            return ""
-        delta, r.sent_text = text[r.sent_text : end], end
-        return delta
+        return None  # a stop string is found by ``_Request.advance_text``
 
     def _completion(self, r: _Request, reason: FinishReason) -> Completion:
-        text = r.text if r.want_text else self._decode_text(r.ids)
+        if r.detokenizer is not None:
+            text = "".join(r.text_parts)
+        else:  # neither streamed nor stop strings: one decode at the end
+            text = self._detokenizer.decode(r.ids, skip_special_tokens=True)
         return Completion(
             token_ids=list(r.ids),
             logprobs=list(r.logprobs),
@@ -486,12 +509,9 @@ class LocalEngine:
             policy_version=r.first_version if r.first_version is not None else self._version,
             last_policy_version=self._version,
             finish_reason=reason,
-            text=_cut_at_stop(text, r.sampling.stop),
+            text=text,
             top_logprobs=list(r.top) if r.sampling.top_logprobs else [],
         )
-
-    def _decode_text(self, ids: list[int]) -> str:
-        return self._detokenizer.decode(ids, skip_special_tokens=True)
 
 
 def _prefill_groups(
@@ -528,19 +548,15 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
-    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=len(text))
-    return text[:cut]
-
-
 def _held_back(text: str, stops: tuple[str, ...]) -> int:
-    """Characters at the end of ``text`` not yet safe to stream: a partial UTF-8 character,
-    or a prefix of a stop string that the next tokens may complete."""
-    hold = 1 if text.endswith("\ufffd") else 0
+    """Characters at the end of ``text`` not yet safe to stream: a prefix of a stop string
+    that the next tokens may complete. (Partial UTF-8 characters never reach here: the
+    detokenizer holds them.)"""
+    hold = 0
     for stop in stops:
-        for n in range(min(len(stop) - 1, len(text)), 0, -1):
+        for n in range(min(len(stop) - 1, len(text)), hold, -1):
             if text.endswith(stop[:n]):
-                hold = max(hold, n)
+                hold = n
                 break
     return hold
 

@@ -6,6 +6,16 @@ as ``prompt``) with ``return_token_ids`` and ``logprobs: 0``, and reads back the
 ask the server to reload a checkpoint directory; ``load_weights(state_dict)`` first writes the
 tensors as safetensors under ``staging_dir`` (which the server must be able to read).
 
+After one successful sync, ``load_weights`` sends a lossless delta instead
+(``cheetah.inference.weight_delta``: XOR against the last state synced to this server, then
+compressed) to ``delta_route`` when ``GET /health`` reports that the server still holds that
+state's version. The first sync, a server at another version, and a refused delta (409 on a
+mismatch, 413 too large, 404 on servers without the route) take the checkpoint path;
+``last_sync`` says which path the last load took and why. The price: a host copy of the last
+synced weights per server. A server that holds the weights in another dtype than the trainer
+sends refuses every delta (409), so each sync there pays for an encoding before its checkpoint;
+give such servers ``delta_route=None``.
+
 Servers that plug in:
 
 - cheetah: ``cheetah serve --model default --port 8000``; weights via ``POST /v1/weights``
@@ -21,15 +31,19 @@ Servers that plug in:
   versions; responses without ids are an ``EngineError`` here rather than a silent
   re-tokenization.
 
-Left out: ``top_logprobs`` (servers name alternatives by text, not id), retries and load balancing across servers (the rollout scheduler owns those),
-streaming (a rollout needs the whole turn), and NCCL weight broadcast.
+Left out: ``top_logprobs`` (servers name alternatives by text, not id), retries and load
+balancing across servers (the rollout scheduler owns those), streaming (a rollout needs the
+whole turn), NCCL weight broadcast, a first sync without a shared staging directory, and
+sharing one encoded delta (or one host copy) between servers that hold the same version.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -37,6 +51,16 @@ from cheetah.inference.protocol import Completion, EngineError, InvalidRequest, 
 
 if TYPE_CHECKING:
     import torch
+
+
+@dataclass(frozen=True)
+class WeightSync:
+    """How one ``load_weights`` reached the server."""
+
+    mode: Literal["delta", "full"]
+    version: int
+    delta_bytes: int = 0  # the blob's size, when mode is "delta"
+    fallback: str | None = None  # why a checkpoint went instead of a delta
 
 
 class RemoteEngine:
@@ -50,13 +74,19 @@ class RemoteEngine:
         weights_route: str = "/v1/weights",
         weights_field: str = "path",
         staging_dir: str | Path | None = None,
+        delta_route: str | None = "/v1/weights/delta",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """``delta_route``: where ``load_weights`` posts weight deltas (None: checkpoints
+        only, for servers other than cheetah's)."""
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
         self.weights_route = weights_route
         self.weights_field = weights_field
         self.staging_dir = Path(staging_dir) if staging_dir else None
+        self.delta_route = delta_route
+        self.last_sync: WeightSync | None = None
+        self._synced: tuple[int, dict[str, torch.Tensor]] | None = None  # version, host copy
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(
@@ -98,13 +128,49 @@ class RemoteEngine:
         self._version = version
 
     async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        """Write ``state_dict`` under ``staging_dir/v{version}`` and have the server load it."""
+        """Have the server load ``state_dict`` as ``version``: as a delta against the state
+        last synced to it when it still holds that version, else as a checkpoint written under
+        ``staging_dir/v{version}`` (see the module docstring)."""
+        fallback = await self._load_delta(state_dict, version)
+        if fallback is not None:
+            await self._load_staged(state_dict, version)
+            self.last_sync = WeightSync("full", version, fallback=fallback)
+        self._synced = (version, await asyncio.to_thread(_host_copy, state_dict))
+
+    async def _load_delta(self, state_dict: dict[str, torch.Tensor], version: int) -> str | None:
+        """None once the server has loaded the delta, else why no delta went."""
+        if self.delta_route is None:
+            return "delta_route is None"
+        if self._synced is None:
+            return "first sync to this server"
+        base_version, base = self._synced
+        held = await self._held_version()
+        if held != base_version:
+            return f"the server holds version {held}, the last synced state is {base_version}"
+        from cheetah.inference.weight_delta import encode_delta
+
+        blob = await asyncio.to_thread(encode_delta, base, state_dict, base_version, version)
+        try:
+            await self._request("POST", self.delta_route, None, content=blob)
+        except InvalidRequest as e:
+            return f"the server refused the delta: {e}"
+        self._version = version
+        self.last_sync = WeightSync("delta", version, delta_bytes=len(blob))
+        return None
+
+    async def _held_version(self) -> int | None:
+        """The policy version ``GET /health`` reports (None from servers that report none)."""
+        try:
+            data = await self._request("GET", "/health", None)
+            return int(data["policy_version"])
+        except (EngineError, InvalidRequest, KeyError, TypeError, ValueError):
+            return None
+
+    async def _load_staged(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         if self.staging_dir is None:
             raise EngineError(
                 "RemoteEngine.load_weights needs staging_dir (a path the server reads)"
             )
-        import asyncio
-
         from safetensors.torch import save_file
 
         target = self.staging_dir / f"v{version}"
@@ -133,9 +199,15 @@ class RemoteEngine:
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._request("POST", path, body)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, *, content: bytes | None = None
+    ) -> Any:
+        """JSON ``body``, or raw ``content`` (sent as application/octet-stream)."""
+        headers = {"Content-Type": "application/octet-stream"} if content is not None else None
         try:
-            resp = await self._client.request(method, path, json=body)
+            resp = await self._client.request(
+                method, path, json=body, content=content, headers=headers
+            )
         except httpx.HTTPError as e:
             raise EngineError(
                 f"cannot reach {self.base_url}{path}: {type(e).__name__}: {e}"
@@ -177,6 +249,11 @@ class RemoteEngine:
             text=choice.get("text") or "",
             last_policy_version=int(version),
         )
+
+
+def _host_copy(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A CPU copy the caller cannot change under us (an optimizer steps its tensors in place)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
 
 
 def _message(resp: httpx.Response) -> str:

@@ -3,7 +3,11 @@
 Routes: ``POST /v1/chat/completions`` (SSE when ``stream`` is true), ``POST /v1/completions``
 (the prompt may be text or a list of token ids, as in the OpenAI API), ``GET /v1/models``,
 ``POST /v1/weights`` (``{"path": dir}``: load that checkpoint's safetensors, bump the policy
-version) and ``GET /health``.
+version), ``POST /v1/weights/delta`` (a ``cheetah.inference.weight_delta`` blob as the raw body,
+at most ``max_delta_bytes``: applied to the engine's current weights; 409 when it was made
+against another version or other weights, and the sender falls back to ``/v1/weights``) and
+``GET /health``. The two weight routes take turns, so a delta never reads weights that a load
+is changing.
 
 Beyond the OpenAI schema every choice carries ``token_ids`` and ``prompt_token_ids`` (as vLLM
 does with ``return_token_ids``) and every response ``policy_version``; chat requests may give
@@ -15,8 +19,8 @@ per token id, the end-of-turn token included, so they line up with ``token_ids``
 
 Every bad request is a 4xx with ``{"error": {"message", "type"}}`` and the server keeps
 serving. One model per server: the ``model`` field is echoed, not checked. Left out: ``n`` >
-1, ``echo``, tools/function calling (the harness speaks XML in plain text), authentication
-(bind to 127.0.0.1 or put a proxy in front).
+1, ``echo``, tools/function calling (the harness speaks XML in plain text), authentication of
+any route, the weight routes included (bind to 127.0.0.1 or put a proxy in front).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.inference.local import LocalEngine, TokenEvent
 from cheetah.inference.protocol import Completion, EngineError, InvalidRequest, SamplingParams
+from cheetah.inference.weight_delta import DeltaMismatch, MalformedDelta, apply_delta
 from cheetah.model.chat import ChatTemplateError, prompt_token_ids
 from cheetah.model.loading import CheckpointError, read_state_dict
 
@@ -89,10 +94,11 @@ class WeightsRequest(BaseModel):
     version: int | None = None
 
 
-def create_app(engine: LocalEngine, model_name: str) -> FastAPI:
+def create_app(engine: LocalEngine, model_name: str, *, max_delta_bytes: int = 2 << 30) -> FastAPI:
     """The app; the caller owns the engine (and closes it)."""
     app = FastAPI(title="cheetah inference", version="1")
     tokenizer = engine.tokenizer
+    weights_turn = asyncio.Lock()  # one weight load at a time (see the module docstring)
 
     @app.exception_handler(InvalidRequest)
     async def _invalid(_: Request, e: InvalidRequest) -> JSONResponse:
@@ -127,13 +133,31 @@ def create_app(engine: LocalEngine, model_name: str) -> FastAPI:
 
     @app.post("/v1/weights")
     async def weights(body: WeightsRequest) -> dict[str, Any]:
-        try:
-            state = await asyncio.to_thread(read_state_dict, body.path)
-            version = body.version if body.version is not None else engine.policy_version + 1
-            await engine.load_weights(state, version)
-        except CheckpointError as e:
-            raise InvalidRequest(str(e)) from None
+        async with weights_turn:
+            try:
+                state = await asyncio.to_thread(read_state_dict, body.path)
+                version = body.version if body.version is not None else engine.policy_version + 1
+                await engine.load_weights(state, version)
+            except CheckpointError as e:
+                raise InvalidRequest(str(e)) from None
         return {"status": "ok", "policy_version": engine.policy_version, "path": body.path}
+
+    @app.post("/v1/weights/delta", response_model=None)
+    async def weights_delta(request: Request) -> Any:
+        blob = await _read_limited(request, max_delta_bytes)
+        if blob is None:
+            return _error(413, f"the delta exceeds this server's limit of {max_delta_bytes} bytes")
+        async with weights_turn:
+            try:
+                state, version = await asyncio.to_thread(
+                    apply_delta, engine.model.state_dict(), blob, engine.policy_version
+                )
+                await engine.load_weights(state, version)
+            except DeltaMismatch as e:
+                return _error(409, str(e), "delta_mismatch")
+            except (MalformedDelta, CheckpointError) as e:
+                raise InvalidRequest(str(e)) from None
+        return {"status": "ok", "policy_version": engine.policy_version, "bytes": len(blob)}
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> Any:
@@ -190,6 +214,20 @@ def create_app(engine: LocalEngine, model_name: str) -> FastAPI:
         return dict(head, choices=[choice], usage=_usage(out), policy_version=out.policy_version)
 
     return app
+
+
+async def _read_limited(request: Request, limit: int) -> bytes | None:
+    """The raw body, or None once it is (or says it is) longer than ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _sampling(

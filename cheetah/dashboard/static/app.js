@@ -61,7 +61,7 @@ async function loadRun(name) {
   );
   const heldOut = stages.length
     ? `held-out pass rate by stage: ${stages.join("; ")}` +
-      (summary.mcnemar_p == null ? "" : ` (McNemar p, last vs base: ${fmt(summary.mcnemar_p)})`)
+      (summary.mcnemar_p == null ? "" : ` (McNemar p, last vs base: ${summary.mcnemar_p.toPrecision(2)})`)
     : `held-out pass rate before ${fmt(summary.pass_rate_before)}, after ${fmt(summary.pass_rate_after)}`;
   document.getElementById("run-summary").textContent =
     `${heldOut}; mean reward ${fmt(summary.mean_reward)}; ${summary.rollouts} rollouts`;
