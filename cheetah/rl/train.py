@@ -101,6 +101,10 @@ class TrainJob:
 
         cfg = self.cfg
         if not ray.is_initialized():
+            # Ray runs workers at nice 15 by default, which put the engine, the run's critical
+            # path, behind every other process on a shared machine (the run's own sandboxes
+            # included); an explicit RAY_worker_niceness still wins.
+            os.environ.setdefault("RAY_worker_niceness", "0")
             ray.init(
                 num_cpus=max(2, os.cpu_count() or 2),
                 include_dashboard=False,
