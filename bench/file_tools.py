@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cheetah.harness.protocol import ToolCall
-from cheetah.sandbox.workspace import LocalWorkspace, resolve_path
+from cheetah.core.wire import ToolCall
+from cheetah.core.workspace import LocalWorkspace, resolve_path
 from cheetah.tools import default_tools
 from cheetah.tools.base import ToolContext
 from cheetah.tools.batch import run_batch
@@ -104,7 +104,7 @@ def before_medians(tree: str, root: Path, reps: int) -> dict[str, float]:
 
 
 async def main() -> None:
-    from cheetah.sandbox.safefs import SafeRoot
+    from cheetah.core.safefs import SafeRoot
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=300)

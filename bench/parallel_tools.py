@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cheetah.core.workspace import LocalWorkspace
 from cheetah.harness.protocol import parse_message, render_call
-from cheetah.sandbox.workspace import LocalWorkspace
 from cheetah.tools import default_tools
 from cheetah.tools.base import ToolContext
 from cheetah.tools.batch import run_batch

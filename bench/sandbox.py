@@ -28,11 +28,11 @@ from pathlib import Path
 
 import httpx
 
+from cheetah.core.workspace import LocalWorkspace
 from cheetah.harness.loop import LocalTools
 from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.env import LocalEnv
-from cheetah.sandbox.workspace import LocalWorkspace
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -14,11 +14,11 @@ from cheetah import __version__
 def _agent(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from cheetah.core.workspace import LocalWorkspace
     from cheetah.harness.display import TurnPrinter
     from cheetah.harness.loop import AgentLimits, run_agent
     from cheetah.harness.policy import PolicyError
     from cheetah.harness.select import policy_from_spec
-    from cheetah.sandbox.workspace import LocalWorkspace
 
     console = Console(stderr=args.quiet)
     try:
@@ -101,8 +101,8 @@ def _tools_run(args: argparse.Namespace) -> int:
 async def _run_calls(args: argparse.Namespace, calls: list) -> list:
     """Run the calls on the repo itself, in an isolated session, or through an env server."""
     if not args.sandbox and not args.server:
+        from cheetah.core.workspace import LocalWorkspace
         from cheetah.harness.loop import LocalTools
-        from cheetah.sandbox.workspace import LocalWorkspace
 
         return await LocalTools(LocalWorkspace(args.repo)).run_tools(calls)
     snapshot = f"dir:{args.repo.resolve()}"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from cheetah.harness.protocol import ToolCall, ToolResult
-from cheetah.sandbox.workspace import LocalWorkspace
+from cheetah.core.wire import ToolCall, ToolResult
+from cheetah.core.workspace import LocalWorkspace
 from cheetah.tools import default_tools
 from cheetah.tools.base import ToolContext
 from cheetah.tools.batch import run_batch

@@ -18,17 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
+from cheetah.core.workspace import Workspace
 from cheetah.harness.policy import Policy
-from cheetah.harness.protocol import (
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    parse_message,
-    render_results,
-    render_tool_specs,
-)
+from cheetah.harness.protocol import parse_message, render_results, render_tool_specs
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
-from cheetah.sandbox.workspace import Workspace
 from cheetah.tools import default_tools
 from cheetah.tools.base import Limits, Tool, ToolContext
 from cheetah.tools.batch import DEFAULT_CALL_TIMEOUT_S, run_batch

@@ -26,7 +26,8 @@ attributes other than ``name`` on ``<tool>`` and ``end`` on arguments.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
 
 _TOOL_OPEN = re.compile(r"<tool\s+name\s*=\s*(?:\"([^\"]*)\"|'([^']*)')\s*>")
 _ARG_OPEN = re.compile(
@@ -35,51 +36,6 @@ _ARG_OPEN = re.compile(
 _TOOL_CLOSE = "</tool>"
 _SPACE = re.compile(r"\s*")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One argument of a tool: its tag name, what it means, whether it is required."""
-
-    name: str
-    description: str
-    required: bool = True
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """What the model is told about a tool."""
-
-    name: str
-    description: str
-    params: tuple[ParamSpec, ...] = ()
-
-    def param(self, name: str) -> ParamSpec | None:
-        return next((p for p in self.params if p.name == name), None)
-
-
-@dataclass
-class ToolCall:
-    """One parsed call. ``index`` is 1-based in message order; ``error`` marks a malformed call."""
-
-    index: int
-    name: str
-    args: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
-    raw: str = ""
-
-
-@dataclass
-class ToolResult:
-    """What one call produced: ``output`` is exactly the text the model sees."""
-
-    index: int
-    name: str
-    output: str
-    is_error: bool = False
-    wall_s: float = 0.0
-    started_s: float = 0.0
-    meta: dict = field(default_factory=dict)
 
 
 def _closing_tag(name: str, body: str) -> str:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import ray
 
+from cheetah.core.wire import ParamSpec, ToolCall, ToolResult, ToolSpec
 from cheetah.harness.loop import AgentLimits, run_agent
 from cheetah.harness.policy import Generation
-from cheetah.harness.protocol import ParamSpec, ToolCall, ToolResult, ToolSpec
 from cheetah.rl.scheduler import Finished, RolloutSpec
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 
-from cheetah.harness.protocol import ToolCall, ToolResult
+from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.sandbox.protocol import (
     CallModel,
     CreateSessionRequest,

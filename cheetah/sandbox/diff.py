@@ -19,8 +19,8 @@ import os
 import stat
 from dataclasses import dataclass
 
-from cheetah.sandbox.safefs import Entry, SafeRoot, read_fd
-from cheetah.sandbox.workspace import PathError
+from cheetah.core.safefs import Entry, SafeRoot, read_fd
+from cheetah.core.workspace import PathError
 
 MAX_DIFF_FILE_BYTES = 1 << 20
 OPAQUE_XATTR = "trusted.overlay.opaque"

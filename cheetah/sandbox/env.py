@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cheetah.harness.protocol import ToolCall, ToolResult
+from cheetah.core.safefs import SafeRoot, read_tree, split
+from cheetah.core.wire import ToolCall, ToolResult
+from cheetah.core.workspace import PathError, TreeTooLarge
 from cheetah.sandbox.config import SandboxConfig, default_base_dir
 from cheetah.sandbox.protocol import (
     CheckResult,
@@ -41,9 +43,7 @@ from cheetah.sandbox.protocol import (
     WriteFilesRequest,
 )
 from cheetah.sandbox.reclaim import InvalidSessionId, SessionIdTaken, check_session_id
-from cheetah.sandbox.safefs import SafeRoot, read_tree, split
 from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec, UploadWriter
-from cheetah.sandbox.workspace import PathError, TreeTooLarge
 from cheetah.tools import default_tools
 from cheetah.tools.base import Limits, ToolContext
 from cheetah.tools.batch import run_batch

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cheetah.harness.protocol import ToolCall, ToolResult
+from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.sandbox.client import EnvClient, ServerDown
 from cheetah.sandbox.protocol import (
     DiffResponse,

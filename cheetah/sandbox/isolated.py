@@ -44,6 +44,8 @@ import threading
 import uuid
 from pathlib import Path
 
+from cheetah.core.safefs import SafeRoot, split
+from cheetah.core.workspace import ExecResult, PathError, run_process
 from cheetah.sandbox import mounts
 from cheetah.sandbox.capabilities import Capabilities, detect
 from cheetah.sandbox.cgroups import SessionCgroups, group_name
@@ -58,9 +60,7 @@ from cheetah.sandbox.reclaim import (
     reclaim_dead_sessions,
     write_owner,
 )
-from cheetah.sandbox.safefs import SafeRoot, split
 from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
-from cheetah.sandbox.workspace import ExecResult, PathError, run_process
 
 WORKSPACE = "/workspace"
 

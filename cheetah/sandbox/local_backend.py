@@ -13,11 +13,11 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from cheetah.core.safefs import SafeRoot
+from cheetah.core.workspace import ExecResult, LocalWorkspace
 from cheetah.sandbox.diff import changed, tree_files
 from cheetah.sandbox.diff import diff as diff_text
-from cheetah.sandbox.safefs import SafeRoot
 from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
-from cheetah.sandbox.workspace import ExecResult, LocalWorkspace
 
 DESCRIPTION = "none (trusted local backend: commands run unsandboxed as the server's user)"
 

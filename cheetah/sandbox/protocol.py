@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from cheetah.harness.protocol import ToolCall, ToolResult
+from cheetah.core.wire import ToolCall, ToolResult
 
 
 class CreateSessionRequest(BaseModel):

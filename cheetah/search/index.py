@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cheetah.sandbox.safefs import SafeRoot
-from cheetah.sandbox.workspace import PathError, is_junk
+from cheetah.core.safefs import SafeRoot
+from cheetah.core.workspace import PathError, is_junk
 from cheetah.search.chunks import Chunk, chunk_file
 from cheetah.search.embedder import Embedder
 from cheetah.tools.files import looks_binary, walk_files

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from cheetah.sandbox.workspace import is_junk
+from cheetah.core.workspace import is_junk
 from cheetah.tasks.grader import parse_pytest_outcomes
 from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
 from cheetah.tasks.patch import diff_texts

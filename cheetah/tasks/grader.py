@@ -42,8 +42,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from ruff.__main__ import find_ruff_bin
 
+from cheetah.core.workspace import PathError
 from cheetah.harness.trajectory import Trajectory
-from cheetah.sandbox.workspace import PathError
 from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree, with_changes
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskWorkspace

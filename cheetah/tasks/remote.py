@@ -30,12 +30,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from cheetah.core.workspace import ExecResult, PathError
 from cheetah.harness.loop import ToolRunner
 from cheetah.sandbox.env import EnvSession
 from cheetah.sandbox.fleet import EnvFleet
 from cheetah.sandbox.launch import LocalEnvServer
 from cheetah.sandbox.protocol import EnvError, ExecRequest, WriteFilesRequest
-from cheetah.sandbox.workspace import ExecResult, PathError
 from cheetah.tasks.schema import Task
 from cheetah.tasks.snapshot import materialize
 

@@ -33,9 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from cheetah.harness.loop import ToolRunner
-from cheetah.sandbox.safefs import SafeRoot, read_tree, split
-from cheetah.sandbox.workspace import (
+from cheetah.core.safefs import SafeRoot, read_tree, split
+from cheetah.core.workspace import (
     ExecResult,
     LocalWorkspace,
     PathError,
@@ -43,6 +42,7 @@ from cheetah.sandbox.workspace import (
     resolve_path,
     run_process,
 )
+from cheetah.harness.loop import ToolRunner
 from cheetah.tasks.schema import Task
 from cheetah.tasks.snapshot import materialize
 

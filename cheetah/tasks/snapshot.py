@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cheetah.sandbox.workspace import JUNK_PARTS
+from cheetah.core.workspace import JUNK_PARTS
 from cheetah.tasks.patch import PatchError, apply_patch
 from cheetah.tasks.schema import Snapshot
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from cheetah.sandbox.workspace import PathError
+from cheetah.core.workspace import PathError
 from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
 from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Task

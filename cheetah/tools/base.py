@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from cheetah.harness.protocol import ToolSpec
-from cheetah.sandbox.safefs import SafeRoot
-from cheetah.sandbox.workspace import Workspace
+from cheetah.core.safefs import SafeRoot
+from cheetah.core.wire import ToolSpec
+from cheetah.core.workspace import Workspace
 
 
 class ToolError(Exception):

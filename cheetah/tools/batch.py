@@ -20,8 +20,8 @@ import logging
 import os
 import time
 
-from cheetah.harness.protocol import ToolCall, ToolResult
-from cheetah.sandbox.workspace import PathError
+from cheetah.core.wire import ToolCall, ToolResult
+from cheetah.core.workspace import PathError
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)

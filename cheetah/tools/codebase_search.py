@@ -20,7 +20,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 
 MAX_INDEXES = 32

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import difflib
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.safefs import split
+from cheetah.core.safefs import split
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import (
     Access,
     Tool,

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pathspec
 
-from cheetah.sandbox.safefs import MAX_DEPTH, Entry, SafeRoot, kind_of, split
-from cheetah.sandbox.workspace import PathError
+from cheetah.core.safefs import MAX_DEPTH, Entry, SafeRoot, kind_of, split
+from cheetah.core.workspace import PathError
 
 ALWAYS_SKIP = frozenset({".git", ".hg", ".svn"})
 MAX_GITIGNORE_BYTES = 256_000

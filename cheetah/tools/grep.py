@@ -12,8 +12,8 @@ import asyncio
 import fnmatch
 import re
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.workspace import PathError
+from cheetah.core.wire import ParamSpec, ToolSpec
+from cheetah.core.workspace import PathError
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, bool_arg, norm_path
 from cheetah.tools.files import looks_binary, walk_files
 

@@ -12,7 +12,7 @@ import shlex
 
 from ruff.__main__ import find_ruff_bin
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, norm_path
 
 SPEC = ToolSpec(

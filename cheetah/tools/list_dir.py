@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
-from cheetah.sandbox.safefs import Entry, split
+from cheetah.core.safefs import Entry, split
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 from cheetah.tools.files import ALWAYS_SKIP, is_ignored
 

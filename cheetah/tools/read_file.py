@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 from cheetah.tools.files import looks_binary
 

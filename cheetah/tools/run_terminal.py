@@ -7,7 +7,7 @@ merged, capped to its head and tail so a flood cannot fill the context.
 
 from __future__ import annotations
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Tool, ToolContext, ToolError, ToolOutput, text_block
 
 SPEC = ToolSpec(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from cheetah.harness.protocol import ParamSpec, ToolSpec
+from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, TodoItem, Tool, ToolContext, ToolError, ToolOutput
 
 SPEC = ToolSpec(

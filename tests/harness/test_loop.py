@@ -2,10 +2,10 @@ import asyncio
 import subprocess
 import sys
 
+from cheetah.core.workspace import LocalWorkspace
 from cheetah.harness.loop import AgentLimits, LocalTools, run_agent, system_prompt
 from cheetah.harness.policy import Generation, ScriptedPolicy
 from cheetah.harness.trajectory import Trajectory
-from cheetah.sandbox.workspace import LocalWorkspace
 from tests.conftest import FIX_SCRIPT
 
 

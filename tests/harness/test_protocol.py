@@ -1,15 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheetah.harness.protocol import (
-    ParamSpec,
-    ToolResult,
-    ToolSpec,
-    parse_message,
-    render_call,
-    render_result,
-    render_tool_specs,
-)
+from cheetah.core.wire import ParamSpec, ToolResult, ToolSpec
+from cheetah.harness.protocol import parse_message, render_call, render_result, render_tool_specs
 
 _FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
 names = st.builds(

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cheetah.harness.protocol import ToolCall
+from cheetah.core.safefs import SafeRoot
+from cheetah.core.wire import ToolCall
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
 from cheetah.sandbox.protocol import EnvError, ExecRequest, WriteFilesRequest
-from cheetah.sandbox.safefs import SafeRoot
 from tests.conftest import SAMPLE_REPO
 from tests.sandbox.conftest import LIMITS, needs_isolation, still_serving
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from cheetah.sandbox import safefs
-from cheetah.sandbox.safefs import NotFound, NotRegular, SafeRoot, read_tree
-from cheetah.sandbox.workspace import PathError, TreeTooLarge
+from cheetah.core import safefs
+from cheetah.core.safefs import NotFound, NotRegular, SafeRoot, read_tree
+from cheetah.core.workspace import PathError, TreeTooLarge
 from cheetah.tools.read_file import _lines
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from cheetah.sandbox.safefs import read_tree
+from cheetah.core.safefs import read_tree
 from cheetah.tasks.grader import GraderConfig, capture_baseline, grade, parse_pytest_outcomes
 from cheetah.tasks.patch import apply_patch
 from cheetah.tasks.session import LocalSessionFactory, open_task

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheetah.sandbox.safefs import read_tree
+from cheetah.core.safefs import read_tree
 from cheetah.tasks.patch import PatchError, apply_patch, diff_texts, diff_trees
 
 

@@ -1,6 +1,7 @@
 import time
 
-from cheetah.harness.protocol import ToolCall, parse_message
+from cheetah.core.wire import ToolCall
+from cheetah.harness.protocol import parse_message
 from cheetah.tools import default_tools
 from cheetah.tools.base import Access, Tool, ToolContext, ToolOutput
 from cheetah.tools.batch import conflicts, run_batch
@@ -76,7 +77,7 @@ async def test_a_crashing_or_hanging_tool_is_contained(ws):
         await asyncio.sleep(60)
         return ToolOutput("never")
 
-    from cheetah.harness.protocol import ToolSpec
+    from cheetah.core.wire import ToolSpec
 
     tools = {"boom": Tool(ToolSpec("boom", "x"), boom), "hang": Tool(ToolSpec("hang", "x"), hang)}
     calls = [ToolCall(1, "boom"), ToolCall(2, "hang")]

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from cheetah.sandbox.workspace import PathError, resolve_path
+from cheetah.core.workspace import PathError, resolve_path
 from tests.conftest import call_tool
 
 

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cheetah.sandbox.workspace import JUNK_PARTS, PathError, TreeTooLarge, is_junk
+from cheetah.core.workspace import JUNK_PARTS, PathError, TreeTooLarge, is_junk
 
 MAX_PATH_CHARS = 4000
 MAX_NAME_BYTES = 255
