@@ -54,10 +54,10 @@ def _edges() -> dict[tuple[str, str], list[str]]:
                 continue
             for name in names:
                 parts = name.split(".")
-                if parts[0] == "cheetah" and len(parts) > 1 and parts[1] in units:
-                    if parts[1] != src:
-                        where = f"{path.relative_to(REPO_ROOT)}:{node.lineno}"
-                        edges.setdefault((src, parts[1]), []).append(where)
+                inner = parts[0] == "cheetah" and len(parts) > 1 and parts[1] in units
+                if inner and parts[1] != src:
+                    where = f"{path.relative_to(REPO_ROOT)}:{node.lineno}"
+                    edges.setdefault((src, parts[1]), []).append(where)
     return edges
 
 

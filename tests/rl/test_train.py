@@ -61,6 +61,7 @@ def test_config_overrides_and_errors(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
 def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
     proc = train(tmp_path, "train.steps=4", "train.checkpoint_every=1")
     db_path = tmp_path / "quickstart" / "run.sqlite"
@@ -133,6 +134,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
 def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_path):
     """Engine and env servers both outside the job: `cheetah serve` and `cheetah env serve`."""
     import httpx
@@ -185,6 +187,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
 def test_train_an_upcycled_moe_in_mxfp8(tmp_path):
     """The README's MoE path end to end: upcycle, then `cheetah train` with train.mxfp8."""
     from cheetah.model.moe import upcycle_checkpoint
