@@ -40,18 +40,15 @@ prefill as above, decode the rest of each call, "other" is building prompts betw
 Replies of reuse and no-reuse are compared: with the same seeds they match unless float
 rounding of the cached KV flips a sample.
 
-Where the time goes (``--quick``, default model, on 2 cores shared with a training run, so
-rough): without reuse, prefill was 70% of the wall time (each turn re-runs the ~1,100-token
-system prompt and the conversation so far: 21,175 prompt tokens computed); with reuse 84% of
-prompt tokens came from the cache (3,287 computed), prefill fell to 40% of a shorter wall
-time, decode (50%) became the larger part, and the median time to first token fell 4x.
-Sampling with its bookkeeping took 4-7%, cache stores 2%. A computed prompt token cost 2.5x
-more with reuse than without (54 vs 22 ms): short suffixes attend over long cached
-contexts, cached KV is copied in, and rollouts that arrive apart get small prefill forwards;
-this benchmark does not separate those. Generate ran last, when the load had dropped, and
-came out ahead; configurations run minutes apart on a shared machine see different load, so
-read reuse/generate from a run on idle cores. The parts are engine-thread wall time: they
-include waits for the GIL while the event loop tokenizes the next prompts.
+Where the time goes (default sizes, idle 2 cores; BENCHMARKS.md has the run): without reuse,
+prefill is 85% of the wall time (every turn re-runs the ~1,100-token system prompt and the
+conversation so far); with reuse 81% of prompt tokens come from the cache, and prefill of the
+rest (new tool results and replies) is still 59% of a 2.8x shorter run, decode 28%, sampling
+with its bookkeeping 9%. A computed prompt token costs more with reuse (2.5 vs 1.9 ms): short
+suffixes attend over long cached contexts and cached KV is copied in; this benchmark does
+not separate those. The parts are engine-thread wall time: they include waits for the GIL
+while the event loop tokenizes the next prompts. Configurations run minutes apart, so on a
+shared machine they see different load: read the ratios from a run on idle cores.
 
 Left out: tool execution time (tool results are ready at once), replies that end early or
 differ in length, rollouts with different turn counts, GPU runs, and repeats or interleaving
