@@ -375,10 +375,12 @@ class LocalEngine:
     def _trim_memory(self, admitted: list[_Request]) -> None:
         """After steps that reshaped the batch (rows in or out: fresh KV buffers, prefill
         activations), give freed heap pages back to the OS (``cheetah/memory.py``), at most
-        every ``TRIM_EVERY_S``: glibc keeps them otherwise, and the engine's process holds
-        the memory of its widest batch for the rest of the run."""
+        every ``TRIM_EVERY_S`` and always when the batch empties (the engine may idle next):
+        glibc keeps them otherwise, and the engine's process holds the memory of its widest
+        batch for the rest of the run."""
         reshaped = bool(admitted) or len(self._batch) != self._rows_after_trim
-        if reshaped and time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
+        due = not self._batch or time.monotonic() - self._trimmed_at >= TRIM_EVERY_S
+        if reshaped and due:
             release_memory()
             self._trimmed_at, self._rows_after_trim = time.monotonic(), len(self._batch)
 
