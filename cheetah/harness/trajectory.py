@@ -83,6 +83,11 @@ class Trajectory(BaseModel):
     def completion_tokens(self) -> int:
         return sum(t.completion_tokens for t in self.turns)
 
+    @property
+    def solved(self) -> bool:
+        """Whether the grader judged the run correct (False when ungraded)."""
+        return bool((self.grade or {}).get("correct"))
+
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,8 @@ the model's forward with a ``DynamicCache`` (``batch.KVBatch``) rather than ``mo
 ``generate`` runs a fixed batch to the end, so a short request waits for the longest one and a
 new request waits for the whole batch; here rows enter and leave every step. Why left padding
 in one shared cache rather than paged blocks: it reuses the model's own forward unchanged and
-costs one ``torch.cat`` per admission; the price is that a long prompt pads every running row
-to its length until it finishes. Paged attention (vLLM, SGLang) avoids that and is what a GPU
+costs one copy of the batch's KV per admission (``KVBatch`` rebuilds its buffers); the price
+is that a long prompt pads every running row to its length until it finishes. Paged attention (vLLM, SGLang) avoids that and is what a GPU
 deployment should use, through ``RemoteEngine``.
 
 Prefix reuse (``prefix_cache.py`` says how blocks are stored and evicted): every agent prompt

@@ -18,21 +18,15 @@ class EngineActor:
     """The inference engine in its own process; the trainer reaches it through Ray."""
 
     def __init__(
-        self,
-        spec: str,
-        max_batch: int,
-        mxfp8: bool = False,
-        device: str = "cpu",
-        max_batch_tokens: int = 65536,
+        self, spec: str, mxfp8: bool = False, device: str = "cpu", **engine_args: Any
     ) -> None:
+        """``engine_args`` go to ``LocalEngine`` (``max_batch``, ``max_batch_tokens``, ...)."""
         from cheetah.inference.local import LocalEngine  # torch only in the actor's process
         from cheetah.model.loading import load_policy
 
         loaded = load_policy(spec, mxfp8)
         loaded.model.to(device)
-        self.engine = LocalEngine.from_loaded(
-            loaded, max_batch=max_batch, max_batch_tokens=max_batch_tokens
-        )
+        self.engine = LocalEngine.from_loaded(loaded, **engine_args)
 
     async def generate(self, prompt_ids: list[int], sampling: Any) -> Any:
         return await self.engine.generate(prompt_ids, sampling)

@@ -21,7 +21,7 @@ def behaviour_metrics(trajs: list[Trajectory]) -> dict[str, float]:
     solved task and the share of tool calls without error. A rate with nothing to count
     (no edit this step, nothing solved) is left out rather than stored as 0."""
     rows = [trajectory_metrics(t) for t in trajs]
-    solved = [r for r, t in zip(rows, trajs, strict=True) if (t.grade or {}).get("correct")]
+    solved = [r for r, t in zip(rows, trajs, strict=True) if t.solved]
     out = behaviour(trajs, [None] * len(trajs))  # no task objects here: no right-file rate
     out["edits_per_task"] = mean_of(rows, "edits")
     out["tokens_per_solved"] = mean_of(solved, "completion_tokens")

@@ -32,7 +32,7 @@ def target_files(task: Task) -> set[str] | None:
 def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dict[str, Any]:
     """One stage: ``graded`` pairs each held-out task with its trajectory (None when the task
     could not run: it counts as unsolved and is listed under ``errors``)."""
-    solved = {t.id: bool(tr is not None and (tr.grade or {}).get("correct")) for t, tr in graded}
+    solved = {t.id: tr is not None and tr.solved for t, tr in graded}
     n, k = len(solved), sum(solved.values())
     lo, hi = wilson_interval(k, n)
     tiers: dict[str, list[bool]] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cheetah.harness.trajectory import Trajectory
 from cheetah.inference.ray_engine import RayEngine
 from cheetah.model.loading import tokenizer_for
 from cheetah.rl.config import TrainRunConfig
@@ -73,8 +72,3 @@ class TaskRollout:
         traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
         versions = [t.policy_version or 0 for t in traj.turns]
         return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
-
-
-def passed(trajectory: Trajectory) -> bool:
-    """Whether a rollout's trajectory was graded correct."""
-    return bool((trajectory.grade or {}).get("correct"))

@@ -52,7 +52,7 @@ from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
 from cheetah.rl.stages import stage_record, summarize, table
 from cheetah.rl.store import RunStore
-from cheetah.rl.task_rollout import TaskRollout, env_token, passed, remote_engines
+from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 
 
 class TrainJob:
@@ -131,10 +131,10 @@ class TrainJob:
         else:
             self.engine = EngineActor.options(max_concurrency=1000).remote(
                 cfg.model.spec,
-                cfg.model.max_batch,
                 cfg.train.mxfp8,
                 cfg.model.device,
-                cfg.model.max_batch_tokens,
+                max_batch=cfg.model.max_batch,
+                max_batch_tokens=cfg.model.max_batch_tokens,
             )
             self.sync_targets = [RayEngine(self.engine)]
         self.env_cfg = self._start_env(cfg)
@@ -383,7 +383,7 @@ class TrainJob:
                 skipped += 1
         metrics: dict[str, float] = {
             "reward_mean": statistics.fmean(rewards),
-            "pass_rate": statistics.fmean(map(passed, trajs)),
+            "pass_rate": statistics.fmean(t.solved for t in trajs),
             "samples_skipped": skipped,
             "groups_resampled": resampled,
         }
