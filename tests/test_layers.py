@@ -27,10 +27,7 @@ LAYERS = [
     {"dashboard"},
     {"cli", "cheetah"},
 ]
-KNOWN_UPWARD = {
-    ("tools", "search"): "codebase_search builds its index and embedder lazily from a module "
-    "global; they should reach it through the tool context instead",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _unit(path: Path, root: Path) -> str:

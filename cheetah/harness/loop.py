@@ -24,7 +24,7 @@ from cheetah.harness.policy import Policy
 from cheetah.harness.protocol import parse_message, render_results, render_tool_specs
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.tools import default_tools
-from cheetah.tools.base import Limits, Tool, ToolContext
+from cheetah.tools.base import CodeSearch, Limits, Tool, ToolContext
 from cheetah.tools.batch import DEFAULT_CALL_TIMEOUT_S, run_batch
 
 SYSTEM_INTRO = """\
@@ -61,9 +61,12 @@ class LocalTools:
         tools: dict[str, Tool] | None = None,
         limits: Limits | None = None,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        code_search: CodeSearch | None = None,
     ) -> None:
         self.tools = tools if tools is not None else default_tools()
-        self.ctx = ToolContext(workspace=workspace, limits=limits or Limits())
+        self.ctx = ToolContext(
+            workspace=workspace, limits=limits or Limits(), code_search=code_search
+        )
         self.call_timeout_s = call_timeout_s
 
     def specs(self) -> list[ToolSpec]:
@@ -94,13 +97,16 @@ async def run_agent(
     *,
     on_turn: TurnCallback | None = None,
     task_id: str | None = None,
+    code_search: CodeSearch | None = None,
 ) -> Trajectory:
-    """Run the agent on ``query`` until it finishes or hits a limit; return its trajectory."""
+    """Run the agent on ``query`` until it finishes or hits a limit; return its trajectory.
+    ``code_search`` backs ``codebase_search`` when the tools run here (a host workspace);
+    a ``ToolRunner`` brings its own."""
     limits = limits or AgentLimits()
     runner = (
         workspace
         if isinstance(workspace, ToolRunner)
-        else LocalTools(workspace, call_timeout_s=limits.call_timeout_s)
+        else LocalTools(workspace, call_timeout_s=limits.call_timeout_s, code_search=code_search)
     )
     traj = Trajectory(
         query=query,

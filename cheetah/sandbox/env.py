@@ -45,7 +45,7 @@ from cheetah.sandbox.protocol import (
 from cheetah.sandbox.reclaim import InvalidSessionId, SessionIdTaken, check_session_id
 from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec, UploadWriter
 from cheetah.tools import default_tools
-from cheetah.tools.base import Limits, ToolContext
+from cheetah.tools.base import CodeSearch, Limits, ToolContext
 from cheetah.tools.batch import run_batch
 
 MAX_TREE_BYTES = 64 << 20  # what read_files returns at most
@@ -73,6 +73,7 @@ class LocalEnv:
         capacity: int = 64,
         idle_timeout_s: float = 1800.0,
         limits: Limits | None = None,
+        code_search: CodeSearch | None = None,
     ) -> None:
         if backend == "isolated":
             from cheetah.sandbox.isolated import Sandbox
@@ -86,6 +87,7 @@ class LocalEnv:
             raise ValueError(f"unknown backend {backend!r}; choose 'isolated' or 'local'")
         self.capacity, self.idle_timeout_s = capacity, idle_timeout_s
         self.limits = limits or Limits()
+        self.code_search = code_search  # backs codebase_search in every session (None: off)
         self.tools = default_tools()
         self.uploads = (config.base_dir if config else default_base_dir()) / "uploads"
         remove_stale_parts(self.uploads)
@@ -189,7 +191,9 @@ class LocalEnv:
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
         self.created += 1
-        self.sessions[bs.id] = _Session(info, bs, ToolContext(workspace=bs, limits=self.limits))
+        self.sessions[bs.id] = _Session(
+            info, bs, ToolContext(workspace=bs, limits=self.limits, code_search=self.code_search)
+        )
         return info
 
     async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]:

@@ -57,6 +57,7 @@ from cheetah.sandbox.protocol import (
     WriteFilesRequest,
 )
 from cheetah.sandbox.snapshot import SnapshotError, env_limit, extract_limits
+from cheetah.tools.base import CodeSearch
 
 MAX_BODY_BYTES = 64 << 20  # a JSON request body (tool calls, files to write, grading)
 
@@ -206,6 +207,7 @@ def serve(
     idle_timeout_s: float,
     config: Path | None = None,
     reap_interval_s: float = 30.0,
+    code_search: CodeSearch | None = None,
 ) -> None:
     import uvicorn
 
@@ -219,7 +221,13 @@ def serve(
     except SnapshotError as e:
         raise SystemExit(str(e)) from None
     cfg = SandboxConfig.from_toml(config) if config else SandboxConfig()
-    env = LocalEnv(backend, config=cfg, capacity=capacity, idle_timeout_s=idle_timeout_s)  # type: ignore[arg-type]
+    env = LocalEnv(
+        backend,  # type: ignore[arg-type]
+        config=cfg,
+        capacity=capacity,
+        idle_timeout_s=idle_timeout_s,
+        code_search=code_search,
+    )
     print(f"cheetah env server on http://{host}:{port}  isolation: {env.isolation}", flush=True)
     app = create_app(
         env, token, reap_interval_s, max_body_bytes=max_body, max_upload_bytes=max_upload

@@ -23,6 +23,7 @@ from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.grader import Grade, GraderConfig, attach, capture_baseline, grade
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import SETUP_TIMEOUT_S, SessionFactory, TaskSetupError, open_task
+from cheetah.tools.base import CodeSearch
 
 
 @dataclass
@@ -43,6 +44,7 @@ async def run_episode(
     limits: AgentLimits | None = None,
     grader: GraderConfig | None = None,
     setup_timeout_s: float = SETUP_TIMEOUT_S,
+    code_search: CodeSearch | None = None,
 ) -> Episode:
     """Open, run, grade, close (see the module docstring)."""
     try:
@@ -52,7 +54,12 @@ async def run_episode(
     try:
         baseline = await capture_baseline(ws)
         traj = await run_agent(
-            task.query, policy, ws.agent, limits or AgentLimits(), task_id=task.id
+            task.query,
+            policy,
+            ws.agent,
+            limits or AgentLimits(),
+            task_id=task.id,
+            code_search=code_search,
         )
         g = await grade(task, ws, baseline, grader)
         attach(traj, g)

@@ -32,6 +32,7 @@ from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.metrics import mean_of, pass_at_k, trajectory_metrics
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import SessionFactory
+from cheetah.tools.base import CodeSearch
 
 PolicyFactory = Callable[[Task], Policy]
 
@@ -99,6 +100,7 @@ async def run_sample(
     factory: SessionFactory,
     config: EvalConfig,
     traj_dir: Path | None,
+    code_search: CodeSearch | None = None,
 ) -> SampleResult:
     t0 = time.monotonic()
     res = SampleResult(task_id=task.id, sample=sample)
@@ -110,6 +112,7 @@ async def run_sample(
             limits=config.limits(),
             grader=config.grader,
             setup_timeout_s=config.setup_timeout_s,
+            code_search=code_search,
         )
     except Exception as e:  # one broken sample never stops the run
         res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0
@@ -202,8 +205,10 @@ async def run_eval(
     model: str = "",
     out_dir: Path | None = None,
     on_sample: Callable[[SampleResult], None] | None = None,
+    code_search: CodeSearch | None = None,
 ) -> EvalReport:
-    """Run every task ``config.samples`` times and build the report (not written here)."""
+    """Run every task ``config.samples`` times and build the report (not written here).
+    ``code_search`` backs ``codebase_search`` for sessions whose tools run in this process."""
     config = config or EvalConfig()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -212,7 +217,7 @@ async def run_eval(
 
     async def one(task: Task, k: int) -> SampleResult:
         async with sem:
-            res = await run_sample(task, k, policy_factory, factory, config, traj_dir)
+            res = await run_sample(task, k, policy_factory, factory, config, traj_dir, code_search)
         if on_sample:
             on_sample(res)
         return res

@@ -10,12 +10,17 @@ Also: the hidden material must not already be in the snapshot (a hidden test fil
 the agent could read would leak the answer). Problems are reported per task and the
 run goes on; a task without a reference patch is checked for step 1 only.
 
+Tasks that differ only in what the agent is told (``id``, ``query``, ``tier``, ``split``,
+``tags``: a curriculum poses one mutant under several query tiers) run the same checks on
+the same files, so each such group is validated once and every member gets its result.
+
 Deliberately left out: running each check several times to catch flaky tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable
 
@@ -100,6 +105,16 @@ async def validate_task(
     )
 
 
+# What a task tells the agent, not what its checks run on (see the module docstring).
+_NOT_VALIDATED = frozenset({"id", "query", "tier", "split", "tags"})
+
+
+def validation_key(task: Task) -> str:
+    """Tasks with equal keys have the same snapshot, setup, checks and patches."""
+    body = task.model_dump_json(exclude=set(_NOT_VALIDATED))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
 async def validate_tasks(
     tasks: list[Task],
     factory: SessionFactory,
@@ -108,14 +123,22 @@ async def validate_tasks(
     concurrency: int = 2,
     on_done: Callable[[TaskValidation], None] | None = None,
 ) -> list[TaskValidation]:
-    """Validate every task, ``concurrency`` at a time; results in task order."""
+    """Validate every task, ``concurrency`` at a time; results in task order. Tasks with
+    the same ``validation_key`` are validated once (``on_done`` is still called per task)."""
     sem = asyncio.Semaphore(max(1, concurrency))
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(validation_key(t), []).append(t)
+    results: dict[int, TaskValidation] = {}
 
-    async def one(t: Task) -> TaskValidation:
+    async def one(group: list[Task]) -> None:
         async with sem:
-            v = await validate_task(t, factory, config)
-        if on_done:
-            on_done(v)
-        return v
+            v = await validate_task(group[0], factory, config)
+        for t in group:
+            vt = v if t is group[0] else v.model_copy(update={"task_id": t.id})
+            results[id(t)] = vt
+            if on_done:
+                on_done(vt)
 
-    return list(await asyncio.gather(*(one(t) for t in tasks)))
+    await asyncio.gather(*(one(g) for g in groups.values()))
+    return [results[id(t)] for t in tasks]

@@ -4,7 +4,9 @@ A tool is a spec (what the model is told), an async ``run(args, ctx)`` that retu
 the text the model sees, and ``access(args)``: the workspace paths it reads and
 writes, which the batch runner uses to keep conflicting calls in message order.
 Files are reached only through ``ctx.files`` (a ``SafeRoot``), commands through
-``ctx.workspace.exec``.
+``ctx.workspace.exec``, semantic search through ``ctx.code_search`` (a ``CodeSearch`` the
+process that builds the context hands in, e.g. ``cheetah.search.code_search``; tools
+never import the search package).
 A tool signals a problem the model can fix by raising ``ToolError``; the message
 becomes an error result.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from cheetah.core.safefs import SafeRoot
 from cheetah.core.wire import ToolSpec
@@ -55,13 +59,41 @@ class TodoItem:
     status: str  # "pending" | "in_progress" | "done"
 
 
+@dataclass(frozen=True)
+class CodeHit:
+    """One semantic search result: a chunk of a workspace file and its score."""
+
+    path: str
+    start: int
+    end: int
+    name: str | None
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class CodeHits:
+    hits: list[CodeHit]
+    reindexed_files: int  # files embedded (again) for this search
+    indexed_files: int
+
+
+@runtime_checkable
+class CodeSearch(Protocol):
+    """Semantic search over a workspace root; raises ``ToolError`` when it cannot run."""
+
+    def search(self, root: Path, query: str, k: int, under: str | None) -> CodeHits: ...
+
+
 @dataclass
 class ToolContext:
-    """Per-session state: the workspace, result caps, and the agent's todo list."""
+    """Per-session state: the workspace, result caps, the agent's todo list, and the code
+    search backend (``None``: ``codebase_search`` answers that it is unavailable)."""
 
     workspace: Workspace
     limits: Limits = field(default_factory=Limits)
     todos: list[TodoItem] = field(default_factory=list)
+    code_search: CodeSearch | None = None
 
     @property
     def files(self) -> SafeRoot:

@@ -1,29 +1,19 @@
 """codebase_search: find code by meaning, not by exact text.
 
-The workspace is chunked (functions, classes, windows of other files) and embedded
-once; later calls re-embed only the files that changed since (``CodeIndex``, a Merkle
-tree of file hashes). One index per workspace root is kept in memory (least recently
-used dropped beyond ``MAX_INDEXES``), so a session's first search pays for the whole
-repo and the rest pay for its edits. The embedder is the default all-MiniLM-L6-v2, or
-the model directory named by ``CHEETAH_EMBEDDER`` (e.g. one ``cheetah search train``
-wrote). Files reach the index only through the workspace root by descriptor
-(``SafeRoot``), like grep's.
-
-Deliberately left out: a shared index across sessions of the same snapshot, and
-persisting indexes of sandbox sessions (``cheetah search index`` persists the user's).
+The search itself is the session's ``ctx.code_search`` (``tools.base.CodeSearch``), which
+the process that builds the tool context hands in: ``cheetah.search.code_search`` embeds
+the workspace once and re-embeds only changed files later. This module only checks the
+arguments and renders the hits, so the tools layer never imports the search package (or
+torch). Without a backend the call is an error result that points to grep.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
-from collections import OrderedDict
 
 from cheetah.core.wire import ParamSpec, ToolSpec
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError, ToolOutput, int_arg, norm_path
 
-MAX_INDEXES = 32
 SNIPPET_LINES = 14
 
 SPEC = ToolSpec(
@@ -40,30 +30,10 @@ SPEC = ToolSpec(
     ),
 )
 
-_indexes: OrderedDict[tuple[str, str], object] = OrderedDict()
-_lock = threading.Lock()
-
-
-def _index_for(root, spec: str):
-    from cheetah.search.embedder import load_embedder
-    from cheetah.search.index import CodeIndex
-
-    key = (str(root), spec)
-    with _lock:
-        index = _indexes.get(key)
-        if index is None:
-            index = CodeIndex(root, load_embedder(spec))
-            _indexes[key] = index
-            while len(_indexes) > MAX_INDEXES:
-                _indexes.popitem(last=False)
-        _indexes.move_to_end(key)
-        return index
-
 
 def _search(ctx: ToolContext, query: str, path: str, k: int) -> ToolOutput:
-    from cheetah.search.embedder import EmbedderUnavailable
-
-    root = ctx.workspace.root
+    if ctx.code_search is None:
+        raise ToolError("codebase_search is not available in this session; use grep instead")
     under = norm_path(path)
     if under != ".":
         kind = ctx.files.kind(path)
@@ -71,20 +41,14 @@ def _search(ctx: ToolContext, query: str, path: str, k: int) -> ToolOutput:
             raise ToolError(f"<path> {path!r} does not exist")
         if kind != "dir":
             raise ToolError(f"<path> {path!r} is not a directory")
-    try:
-        index = _index_for(root, os.environ.get("CHEETAH_EMBEDDER", "default"))
-    except EmbedderUnavailable as e:
-        raise ToolError(f"codebase_search is unavailable here: {e}") from None
-    stats = index.update()
-    hits = index.search(query, k=k, under=None if under == "." else under)
-    if not hits:
+    found = ctx.code_search.search(ctx.workspace.root, query, k, None if under == "." else under)
+    if not found.hits:
         where = "" if under == "." else f" under {under}"
         return ToolOutput(f"No indexed code{where}.", meta={"hits": 0})
     parts = []
-    for h in hits:
-        c = h.chunk
-        lines = c.text.splitlines()
-        head = f"{c.path}:{c.start}-{c.end}" + (f" {c.name}" if c.name else "")
+    for h in found.hits:
+        lines = h.text.splitlines()
+        head = f"{h.path}:{h.start}-{h.end}" + (f" {h.name}" if h.name else "")
         body = "\n".join(lines[:SNIPPET_LINES])
         more = (
             f"\n[... {len(lines) - SNIPPET_LINES} more lines]" if len(lines) > SNIPPET_LINES else ""
@@ -93,9 +57,9 @@ def _search(ctx: ToolContext, query: str, path: str, k: int) -> ToolOutput:
     return ToolOutput(
         "\n\n".join(parts),
         meta={
-            "hits": len(hits),
-            "reindexed_files": len(stats.changed),
-            "indexed_files": stats.files,
+            "hits": len(found.hits),
+            "reindexed_files": found.reindexed_files,
+            "indexed_files": found.indexed_files,
         },
     )
 

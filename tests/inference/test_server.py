@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from cheetah.inference.cli import add_serve_command, run_serve
+from cheetah.cli.serve import add_commands, run_serve
 from cheetah.model.chat import prompt_token_ids
 from cheetah.model.loading import build_tiny
 
@@ -155,7 +155,7 @@ def test_weights_reload_from_a_checkpoint_and_bump_the_version(client, server_ur
 
 def test_serve_command_parses_and_rejects_an_unknown_model(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="cheetah")
-    add_serve_command(parser.add_subparsers(dest="command"))
+    add_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["serve", "--model", str(tmp_path / "nope"), "--port", "9"])
     assert (args.command, args.host, args.port) == ("serve", "127.0.0.1", 9)
     assert args.func(args) == 2 and args.func is run_serve
@@ -168,9 +168,9 @@ def test_cheetah_serve_starts_a_server_that_answers():
         port = s.getsockname()[1]
     script = (
         "import argparse, sys\n"
-        "from cheetah.inference.cli import add_serve_command\n"
+        "from cheetah.cli.serve import add_commands\n"
         "p = argparse.ArgumentParser()\n"
-        "add_serve_command(p.add_subparsers())\n"
+        "add_commands(p.add_subparsers())\n"
         "a = p.parse_args(sys.argv[1:])\n"
         "sys.exit(a.func(a))\n"
     )

@@ -1,4 +1,5 @@
-"""The env server stays light: importing it and serving a session loads no ML stack."""
+"""The env server stays light: importing it and serving a session loads no ML stack, also
+with the code search backend handed in (it loads its embedder on the first search only)."""
 
 import json
 import subprocess
@@ -15,8 +16,11 @@ PROGRAM = textwrap.dedent(
     from cheetah.sandbox.config import SandboxConfig
     from cheetah.sandbox.env import LocalEnv
     from cheetah.sandbox.server import create_app
+    from cheetah.search.code_search import EmbeddingCodeSearch
 
-    env = LocalEnv("local", config=SandboxConfig(base_dir=sys.argv[2]))
+    env = LocalEnv(
+        "local", config=SandboxConfig(base_dir=sys.argv[2]), code_search=EmbeddingCodeSearch()
+    )
     calls = [
         ("list_dir", {}),
         ("read_file", {"path": "textkit/__init__.py"}),

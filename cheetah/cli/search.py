@@ -1,4 +1,4 @@
-"""``cheetah search index|query|train``: parsing and printing; the work is in this package.
+"""``cheetah search index|query|train``: parsing and printing; the work is in ``cheetah.search``.
 
 ``index`` and ``query`` keep the index of a repo under ``--index-dir`` (default
 ``~/.cache/cheetah/search/<repo hash>-<model>``), so a later run re-embeds only the
@@ -100,8 +100,8 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_search_command(subparsers) -> argparse.ArgumentParser:
-    s = subparsers.add_parser("search", help="semantic codebase search: index, query, train")
+def add_commands(sub_: argparse._SubParsersAction) -> None:
+    s = sub_.add_parser("search", help="semantic codebase search: index, query, train")
     sub = s.add_subparsers(dest="search_verb", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -151,4 +151,3 @@ def add_search_command(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--json", help="also write the figures to this JSON file")
     t.set_defaults(func=_train)
-    return s

@@ -1,8 +1,6 @@
 """``cheetah serve``: load a model and serve it over the OpenAI-compatible API.
 
-``add_serve_command(subparsers)`` adds the subcommand to the top-level argparse parser; the
-parsed namespace carries ``func`` (returns an exit code), so ``cheetah/cli.py`` dispatches
-with ``args.func(args)``. Left out: TLS, auth, multiple models per server.
+Left out: TLS, auth, multiple models per server.
 """
 
 from __future__ import annotations
@@ -11,8 +9,8 @@ import argparse
 import sys
 
 
-def add_serve_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
         "serve",
         help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a model over /v1/chat/completions, /v1/completions, /v1/models, "
@@ -29,7 +27,6 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument("--max-batch", type=int, default=32, help="most requests per step")
     parser.add_argument("--name", default=None, help="model id to report (default: --model)")
     parser.set_defaults(func=run_serve)
-    return parser
 
 
 def run_serve(args: argparse.Namespace) -> int:

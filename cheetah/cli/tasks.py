@@ -1,7 +1,6 @@
-"""CLI verbs for tasks: ``cheetah tasks validate|generate`` and ``cheetah eval``.
+"""CLI verbs for tasks: ``cheetah tasks validate|generate|curriculum`` and ``cheetah eval``.
 
-``cheetah/cli.py`` calls ``add_tasks_command(sub)`` and ``add_eval_command(sub)``.
-Parsing and printing only; the work lives in the modules of this package.
+Parsing and printing only; the work lives in ``cheetah.tasks``.
 ``tasks generate`` uses local temp copies (UNSANDBOXED, trusted repos only).
 ``eval`` runs through the env fleet by default (the servers of ``--env-url``, or one
 isolated server it starts); ``tasks validate`` uses local copies unless told otherwise.
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 from cheetah.progress import Pace
+from cheetah.search.code_search import EmbeddingCodeSearch
 
 SESSIONS_HELP = (
     "Workspaces are temp copies of each task's snapshot and commands run unsandboxed with "
@@ -258,6 +258,7 @@ def _eval(args: argparse.Namespace) -> int:
                     model=args.model,
                     out_dir=args.out,
                     on_sample=done,
+                    code_search=EmbeddingCodeSearch(),
                 ),
             )
         )
@@ -461,15 +462,6 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
     return e
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m cheetah.tasks.cli``) until cheetah/cli.py wires the verbs."""
-    parser = argparse.ArgumentParser(prog="cheetah")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+def add_commands(sub: argparse._SubParsersAction) -> None:
     add_tasks_command(sub)
     add_eval_command(sub)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,43 @@
+"""``cheetah``: one entry point, one module per verb. Parsing, choosing the pieces a verb
+runs with (workspace, sessions, code search) and printing; the work lives in packages.
+
+Each verb module has ``add_commands(sub)``, which adds its parser and sets ``func`` (the
+handler, returning the exit code). The CLI is the top layer: it may import any package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cheetah import __version__
+from cheetah.cli import agent, dashboard, env, moe, search, tasks, tools, train
+
+VERB_MODULES = (agent, tools, train, env, dashboard, moe, tasks, search)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cheetah",
+        description="Fast tool-using coding agents: run the agent, its tools, and its training.",
+    )
+    parser.add_argument("--version", action="version", version=f"cheetah {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for module in VERB_MODULES:
+        module.add_commands(sub)
+    try:  # the OpenAI-compatible server needs fastapi/uvicorn, which a slim install may lack
+        from cheetah.cli import serve
+    except ImportError:
+        pass
+    else:
+        serve.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

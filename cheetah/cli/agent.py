@@ -1,0 +1,119 @@
+"""``cheetah agent``: run the agent on a repository, in place or in an isolated session."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from cheetah.search.code_search import EmbeddingCodeSearch
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from cheetah.core.workspace import LocalWorkspace
+    from cheetah.harness.display import TurnPrinter
+    from cheetah.harness.loop import AgentLimits, run_agent
+    from cheetah.harness.policy import PolicyError
+    from cheetah.harness.select import policy_from_spec
+
+    console = Console(stderr=args.quiet)
+    try:
+        workspace = LocalWorkspace(args.repo)
+        policy = policy_from_spec(
+            args.model,
+            model_name=args.model_name,
+            temperature=args.temperature,
+            max_tokens=args.max_new_tokens,
+        )
+    except (FileNotFoundError, PolicyError) as e:
+        print(f"cheetah agent: {e}", file=sys.stderr)
+        return 2
+    limits = AgentLimits(
+        max_turns=args.max_turns, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s
+    )
+    printer = TurnPrinter(console)
+    on_turn = None if args.quiet else printer
+    if args.sandbox:
+        try:
+            traj, diff = asyncio.run(_agent_sandboxed(args, policy, limits, on_turn))
+        except Exception as e:
+            from cheetah.sandbox.isolated import SandboxUnavailable
+
+            if isinstance(e, SandboxUnavailable):
+                print(f"cheetah agent: cannot isolate commands here: {e}", file=sys.stderr)
+                return 2
+            raise
+        console.rule("changes in the sandbox (your repo is untouched)")
+        console.print(diff or "(none)", markup=False, highlight=False)
+    else:
+        traj = asyncio.run(
+            run_agent(
+                args.query,
+                policy,
+                workspace,
+                limits,
+                on_turn=on_turn,
+                code_search=EmbeddingCodeSearch(),
+            )
+        )
+    printer.summary(traj)
+    if args.out:
+        path = traj.save(args.out)
+        console.print(f"trajectory written to {path}")
+    return 0 if traj.stop_reason != "error" else 1
+
+
+async def _agent_sandboxed(args, policy, limits, on_turn):
+    """Run the agent in an isolated session over a snapshot of --repo; return it and its diff."""
+    from cheetah.harness.loop import run_agent
+    from cheetah.sandbox.env import EnvSession, LocalEnv
+
+    env = LocalEnv("isolated", code_search=EmbeddingCodeSearch())
+    info = await env.create_session(f"dir:{args.repo.resolve()}", refresh=True)
+    try:
+        traj = await run_agent(
+            args.query, policy, EnvSession(env, info.session_id), limits, on_turn=on_turn
+        )
+        return traj, (await env.diff(info.session_id)).diff
+    finally:
+        await env.close_all()
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    from cheetah.harness.select import MODEL_HELP
+
+    agent = sub.add_parser(
+        "agent",
+        help="run the agent on a repository",
+        description="Run the agent on QUERY in the repo at --repo, showing "
+        "each turn's calls, results and diffs. Without --sandbox, commands run "
+        "unsandboxed with your rights: use it on your own repos.",
+    )
+    agent.add_argument("query", help="what the agent should do")
+    agent.add_argument("--repo", required=True, type=Path, help="the repository to work in")
+    agent.add_argument("--model", required=True, help=MODEL_HELP)
+    agent.add_argument("--model-name", help="model name to send to the server (default: its first)")
+    agent.add_argument("--out", type=Path, help="write the trajectory JSON here")
+    agent.add_argument("--max-turns", type=int, default=30, help="stop after this many turns")
+    agent.add_argument(
+        "--max-tokens",
+        type=int,
+        default=32_000,
+        help="stop once the model has written this many tokens in all",
+    )
+    agent.add_argument("--max-wall-s", type=float, default=600.0, help="stop after this long")
+    agent.add_argument(
+        "--max-new-tokens", type=int, default=2048, help="tokens per assistant message"
+    )
+    agent.add_argument("--temperature", type=float, default=0.0)
+    agent.add_argument("--quiet", action="store_true", help="print only the summary")
+    agent.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="work in an isolated session over a snapshot of --repo; prints the diff at the end "
+        "and leaves your repo untouched",
+    )
+    agent.set_defaults(func=_agent)

@@ -1,0 +1,53 @@
+"""``cheetah train|sft``: the main job (SFT warm start, RL, held-out evals) from a TOML config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+
+def _train(args: argparse.Namespace) -> int:
+    from cheetah.rl.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.set or [])
+    except ConfigError as e:
+        print(f"cheetah {args.verb}: {e}", file=sys.stderr)
+        return 2
+    from cheetah.rl.train import TrainJob
+
+    try:
+        job = TrainJob(cfg, resume=getattr(args, "resume", False))
+    except (FileExistsError, ValueError) as e:
+        print(f"cheetah {args.verb}: {e}", file=sys.stderr)
+        return 2
+    if args.verb == "sft":
+        print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
+        return 0
+    summary = asyncio.run(job.run())  # the driver has printed the stage table
+    print(f"summary: {summary['run_dir']}/summary.json (wall {summary['wall_s']:.0f} s)")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    for verb, text in (
+        ("train", "RL training: rollouts on Ray, GRPO-style trainer, checkpoints (the main job)"),
+        ("sft", "warm start: supervised steps on oracle trajectories, saved as a checkpoint"),
+    ):
+        p = sub.add_parser(verb, help=text, description=text)
+        p.add_argument("--config", type=Path, help="TOML config (e.g. configs/quickstart.toml)")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="SECTION.KEY=VALUE",
+            help="override one setting, e.g. --set train.steps=2 (repeatable)",
+        )
+        if verb == "train":
+            p.add_argument(
+                "--resume",
+                action="store_true",
+                help="continue the run in the run directory from its newest checkpoint",
+            )
+        p.set_defaults(func=_train)

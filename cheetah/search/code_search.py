@@ -1,0 +1,65 @@
+"""``EmbeddingCodeSearch``: the ``codebase_search`` tool's backend (``tools.base.CodeSearch``).
+
+The workspace is chunked (functions, classes, windows of other files) and embedded
+once; later searches re-embed only the files that changed since (``CodeIndex``, a
+Merkle tree of file hashes). Each instance keeps one index per workspace root (least
+recently used dropped beyond ``max_indexes``), so a session's first search pays for the
+whole repo and the rest pay for its edits. The embedder, loaded on the first search, is
+``spec``: ``default`` (all-MiniLM-L6-v2), a model directory (e.g. one ``cheetah search
+train`` wrote), or when not given the ``CHEETAH_EMBEDDER`` environment variable. Files
+reach the index only through the workspace root by descriptor (``SafeRoot``).
+
+Whoever builds the tool contexts owns an instance and hands it in (the CLI verbs, the
+env server, eval and RL rollouts); nothing here is process-global. Deliberately left out:
+one index shared by sessions of the same snapshot, persisting sandbox sessions' indexes
+(``cheetah search index`` persists the user's).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from cheetah.tools.base import CodeHit, CodeHits, ToolError
+
+MAX_INDEXES = 32
+
+
+class EmbeddingCodeSearch:
+    def __init__(self, spec: str | None = None, max_indexes: int = MAX_INDEXES) -> None:
+        self.spec = spec or os.environ.get("CHEETAH_EMBEDDER", "default")
+        self.max_indexes = max_indexes
+        self._embedder = None
+        self._indexes: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _index_for(self, root: Path):
+        from cheetah.search.embedder import EmbedderUnavailable, load_embedder
+        from cheetah.search.index import CodeIndex
+
+        key = str(root)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                if self._embedder is None:
+                    try:
+                        self._embedder = load_embedder(self.spec)
+                    except EmbedderUnavailable as e:
+                        raise ToolError(f"codebase_search is unavailable here: {e}") from None
+                index = CodeIndex(root, self._embedder)
+                self._indexes[key] = index
+                while len(self._indexes) > self.max_indexes:
+                    self._indexes.popitem(last=False)
+            self._indexes.move_to_end(key)
+            return index
+
+    def search(self, root: Path, query: str, k: int, under: str | None) -> CodeHits:
+        index = self._index_for(root)
+        stats = index.update()
+        hits = [
+            CodeHit(h.chunk.path, h.chunk.start, h.chunk.end, h.chunk.name, h.chunk.text, h.score)
+            for h in index.search(query, k=k, under=under)
+        ]
+        return CodeHits(hits, reindexed_files=len(stats.changed), indexed_files=stats.files)
