@@ -15,7 +15,9 @@ SEARCH = EmbeddingCodeSearch("default")  # one backend for the module, as a serv
 
 async def call_tool(ws, name, **args):
     """A call in a session whose tool context carries the search backend."""
-    return await call_without_search(ws, name, ToolContext(workspace=ws, code_search=SEARCH), **args)
+    return await call_without_search(
+        ws, name, ToolContext(workspace=ws, code_search=SEARCH), **args
+    )
 
 
 @pytest.fixture
