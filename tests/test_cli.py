@@ -76,6 +76,16 @@ def test_agent_fixes_the_sample_repo_end_to_end(sample_repo, tmp_path):
     assert tests.returncode == 0
 
 
+def test_agent_whose_policy_fails_keeps_the_turns_and_exits_1(sample_repo, tmp_path):
+    script = tmp_path / "short.json"
+    script.write_text(json.dumps(['<tool name="list_dir"></tool>']))  # nothing after turn 1
+    out = tmp_path / "traj.json"
+    r = cheetah("agent", "q", "--repo", sample_repo, "--model", f"scripted:{script}", "--out", out)
+    assert r.returncode == 1 and "stopped by an error" in r.stderr and "no message left" in r.stderr
+    traj = Trajectory.load(out)
+    assert traj.stop_reason == "error" and [c.name for c in traj.calls] == ["list_dir"]
+
+
 def test_agent_bad_model_and_script(tmp_path):
     r = cheetah("agent", "q", "--repo", tmp_path, "--model", "gpt-who")
     assert r.returncode == 2 and "unknown model 'gpt-who'" in r.stderr

@@ -50,20 +50,36 @@ def _agent(args: argparse.Namespace) -> int:
         console.print(diff or "(none)", markup=False, highlight=False)
     else:
         traj = asyncio.run(
-            run_agent(
-                args.query,
-                policy,
-                workspace,
-                limits,
-                on_turn=on_turn,
-                code_search=EmbeddingCodeSearch(),
+            _kept(
+                run_agent(
+                    args.query,
+                    policy,
+                    workspace,
+                    limits,
+                    on_turn=on_turn,
+                    code_search=EmbeddingCodeSearch(),
+                )
             )
         )
     printer.summary(traj)
     if args.out:
         path = traj.save(args.out)
         console.print(f"trajectory written to {path}")
-    return 0 if traj.stop_reason != "error" else 1
+    if traj.stop_reason == "error":
+        print(f"cheetah agent: stopped by an error: {traj.stop_detail}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _kept(run):
+    """The trajectory of ``run``, also when the policy or the tools failed (the turns so
+    far, stop reason ``error``): the user sees and saves what happened."""
+    from cheetah.harness.loop import AgentError
+
+    try:
+        return await run
+    except AgentError as e:
+        return e.trajectory
 
 
 async def _agent_sandboxed(args, policy, limits, on_turn):
@@ -74,9 +90,8 @@ async def _agent_sandboxed(args, policy, limits, on_turn):
     env = LocalEnv("isolated", code_search=EmbeddingCodeSearch())
     info = await env.create_session(f"dir:{args.repo.resolve()}", refresh=True)
     try:
-        traj = await run_agent(
-            args.query, policy, EnvSession(env, info.session_id), limits, on_turn=on_turn
-        )
+        session = EnvSession(env, info.session_id)
+        traj = await _kept(run_agent(args.query, policy, session, limits, on_turn=on_turn))
         return traj, (await env.diff(info.session_id)).diff
     finally:
         await env.close_all()

@@ -1,9 +1,13 @@
 """The agent loop: prompt -> policy -> parse calls -> run them concurrently -> results -> ...
 
-``run_agent`` is the one loop the product, evaluation and training all use. It
-stops for one of three typed reasons: ``finished`` (a message with no tool calls),
-``limit`` (turns, completion tokens or wall time) or ``error`` (the policy failed).
-Tool failures never stop it: they come back as error results the model can read.
+``run_agent`` is the one loop the product, evaluation and training all use. What the
+model did wrong goes back to it as an observation: a tool's error, a malformed call,
+an unknown tool are error results it reads next turn. The loop ends normally for a
+typed reason (``AgentStop``): ``finished`` (a message with no tool calls) or ``limit``
+(turns, completion tokens or wall time). Anything else is not the model's doing (the
+policy's server is down, the env server lost the session, a bug): it propagates as
+``AgentError``, which carries the trajectory so far (stop reason ``error``) so the caller
+can keep it, while nothing grades or trains on it as if the model had failed.
 
 Tools run through a ``ToolRunner``: ``LocalTools`` over a ``Workspace`` in this
 process, or a remote session (env server) that speaks the same protocol.
@@ -16,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
 from cheetah.core.workspace import Workspace
@@ -80,10 +84,21 @@ def system_prompt(specs: list[ToolSpec]) -> str:
     return f"{SYSTEM_INTRO}\n\n{render_tool_specs(specs)}"
 
 
-class _Stop(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
+class AgentStop(Exception):
+    """Ends the loop normally: the agent finished, or a limit was reached."""
+
+    def __init__(self, reason: Literal["finished", "limit"], detail: str) -> None:
         super().__init__(detail)
         self.reason, self.detail = reason, detail
+
+
+class AgentError(RuntimeError):
+    """The policy or the tool runner failed (the cause is ``__cause__``); ``trajectory`` holds
+    the turns so far, with stop reason ``error``."""
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        super().__init__(trajectory.stop_detail)
+        self.trajectory = trajectory
 
 
 TurnCallback = Callable[[Trajectory, Turn], None]
@@ -121,13 +136,19 @@ async def run_agent(
     t0 = time.monotonic()
     try:
         await _loop(traj, policy, runner, limits, t0, on_turn)
-    except _Stop as stop:
-        traj.stop_reason, traj.stop_detail = stop.reason, stop.detail  # type: ignore[assignment]
-    except Exception as e:  # the policy or the runner broke: record it, lose nothing
+    except AgentStop as stop:
+        traj.stop_reason, traj.stop_detail = stop.reason, stop.detail
+    except Exception as e:  # not the model's doing: the caller decides, the turns are kept
         traj.stop_reason, traj.stop_detail = "error", f"{type(e).__name__}: {e}"
+        _close(traj, t0)
+        raise AgentError(traj) from e
+    _close(traj, t0)
+    return traj
+
+
+def _close(traj: Trajectory, t0: float) -> None:
     traj.wall_s = time.monotonic() - t0
     traj.todos = _last_todos(traj)
-    return traj
 
 
 async def _loop(
@@ -143,19 +164,19 @@ async def _loop(
     async def bounded(awaitable, what: str):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _Stop("limit", f"wall time limit of {limits.max_wall_s:g} s reached")
+            raise AgentStop("limit", f"wall time limit of {limits.max_wall_s:g} s reached")
         try:
             return await asyncio.wait_for(awaitable, timeout=remaining)
         except TimeoutError:
-            raise _Stop(
+            raise AgentStop(
                 "limit", f"wall time limit of {limits.max_wall_s:g} s reached while {what}"
             ) from None
 
     while True:
         if len(traj.turns) >= limits.max_turns:
-            raise _Stop("limit", f"turn limit of {limits.max_turns} reached")
+            raise AgentStop("limit", f"turn limit of {limits.max_turns} reached")
         if traj.completion_tokens >= limits.max_tokens:
-            raise _Stop("limit", f"token limit of {limits.max_tokens} reached")
+            raise AgentStop("limit", f"token limit of {limits.max_tokens} reached")
         g0 = time.monotonic()
         gen = await bounded(policy.generate(list(traj.messages)), "generating")
         turn = Turn(
@@ -176,7 +197,7 @@ async def _loop(
         if not calls:
             if on_turn:
                 on_turn(traj, turn)
-            raise _Stop("finished", "the agent replied without tool calls")
+            raise AgentStop("finished", "the agent replied without tool calls")
         r0 = time.monotonic()
         results = await bounded(runner.run_tools(calls), "running tools")
         turn.tools_s = time.monotonic() - r0

@@ -10,7 +10,8 @@ exist, after dropping (and counting) groups whose oldest turn is more than
 a weight update: they continue and record the version of every turn.
 
 A group with a rollout whose task could not run (``Finished.error``: a snapshot or
-setup failure) is dropped and counted (``groups_failed``); the run goes on.
+setup failure, or an episode the engine or env broke) is dropped and counted
+(``groups_failed``); the run goes on.
 
 Dynamic sampling (``dynamic_sampling=True``, DAPO): a complete group whose rewards are
 all equal has zero advantage everywhere and teaches nothing; it is dropped (counted in

@@ -30,7 +30,8 @@ async def collect_demonstrations(
     log: Callable[[str], None],
 ) -> list[Sample]:
     """One sample per task the oracle solves (``need_logprobs=False``: SFT trains on them)."""
-    from cheetah.tasks.episode import run_episode
+    from cheetah.harness.loop import AgentError
+    from cheetah.tasks.episode import Episode, run_episode
     from cheetah.tasks.oracle import OraclePolicy
 
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -38,7 +39,10 @@ async def collect_demonstrations(
 
     async def demonstrate(task: Task) -> Sample | None:
         async with gate:
-            ep = await run_episode(task, OraclePolicy(task, run_tests), factory)
+            try:
+                ep = await run_episode(task, OraclePolicy(task, run_tests), factory)
+            except AgentError as e:  # the env broke, not the demonstration: skip the task
+                ep = Episode(task, error=str(e))
         done[0] += 1
         if pace.due(final=done[0] == len(tasks)):
             log(f"sft: {done[0]}/{len(tasks)} demonstrations recorded")

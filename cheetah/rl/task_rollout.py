@@ -3,7 +3,9 @@
 One task, one env-fleet session, the harness with the policy engine, the grader: all through
 ``tasks.episode.run_episode``, the episode that eval and SFT run too; then the shaped reward
 (``rl/reward.py``). The result is a ``Finished`` record whose payload is the trajectory JSON.
-Left out: retries of a task whose session fails (it returns an error; the driver drops it).
+A task that could not run, or an episode the engine or the env broke (``AgentError``),
+returns an error instead: the driver drops its group, so RL never trains on a failure
+that was not the model's. Left out: retries (the fleet already fails sessions over).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class TaskRollout:
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
-        from cheetah.harness.loop import AgentLimits
+        from cheetah.harness.loop import AgentError, AgentLimits
         from cheetah.inference.protocol import SamplingParams
         from cheetah.tasks.episode import run_episode
 
@@ -62,9 +64,12 @@ class TaskRollout:
         )
         engine = self.engines[spec.rollout_id % len(self.engines)]
         policy = EnginePolicy(engine, self.tokenizer, sampling)
-        ep = await run_episode(
-            task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
-        )
+        try:
+            ep = await run_episode(
+                task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
+            )
+        except AgentError as e:  # the engine or the env failed, not the model: never trained on
+            return Finished(spec, reward=0.0, versions=[], error=f"the episode broke: {e}")
         if ep.error is not None:
             return Finished(spec, reward=0.0, versions=[], error=ep.error)
         traj = ep.trajectory

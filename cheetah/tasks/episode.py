@@ -9,8 +9,9 @@ all run through it, so they open, run, grade and close a task the same way.
 4. Grade (hidden checks, conventions) and attach the grade to the trajectory.
 5. Close the session, whatever happened.
 
-Errors of the agent or the grader propagate: they are bugs to see, not trajectories to
-train on. Deliberately left out: retries (the fleet already fails sessions over).
+Failures of the policy, the tools' runner (``harness.loop.AgentError``, with the turns so
+far) or the grader propagate: they are not the model's doing, so they are never graded or
+trained on; eval counts them as errors, RL drops the group. Deliberately left out: retries (the fleet already fails sessions over).
 """
 
 from __future__ import annotations

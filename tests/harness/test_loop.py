@@ -2,9 +2,11 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
+
 from cheetah.core.workspace import LocalWorkspace
-from cheetah.harness.loop import AgentLimits, LocalTools, run_agent, system_prompt
-from cheetah.harness.policy import Generation, ScriptedPolicy
+from cheetah.harness.loop import AgentError, AgentLimits, LocalTools, run_agent, system_prompt
+from cheetah.harness.policy import Generation, PolicyError, ScriptedPolicy
 from cheetah.harness.trajectory import Trajectory
 from tests.conftest import FIX_SCRIPT
 
@@ -70,10 +72,27 @@ async def test_slow_tools_hit_the_wall_limit(ws):
     assert t.stop_reason == "limit" and "while running tools" in t.stop_detail
 
 
-async def test_policy_failure_is_an_error_stop_and_keeps_the_turns(ws):
-    t = await run_agent("q", ScriptedPolicy(['<tool name="list_dir"></tool>']), ws)
+async def test_policy_failure_propagates_with_the_turns_so_far(ws):
+    with pytest.raises(AgentError, match="no message left") as info:
+        await run_agent("q", ScriptedPolicy(['<tool name="list_dir"></tool>']), ws)
+    t = info.value.trajectory
+    assert isinstance(info.value.__cause__, PolicyError)
     assert t.stop_reason == "error" and "no message left" in t.stop_detail
     assert len(t.turns) == 1 and t.turns[0].calls[0].name == "list_dir"
+
+
+async def test_a_broken_tool_runner_propagates_instead_of_becoming_a_trajectory(ws):
+    class LostSession:
+        def specs(self):
+            return []
+
+        async def run_tools(self, calls):
+            raise ConnectionError("env server went away")
+
+    policy = ScriptedPolicy(['<tool name="list_dir"></tool>', "done"])
+    with pytest.raises(AgentError, match="env server went away") as info:
+        await run_agent("q", policy, LostSession())
+    assert info.value.trajectory.stop_reason == "error" and len(info.value.trajectory.turns) == 1
 
 
 async def test_malformed_calls_are_errors_the_model_sees(ws):

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cheetah.harness.loop import run_agent
+from cheetah.harness.loop import AgentError, run_agent
 from cheetah.harness.openai_policy import OpenAIPolicy
 from cheetah.harness.policy import PolicyError
 from cheetah.harness.trajectory import Message
@@ -109,7 +109,9 @@ async def test_server_errors_become_policy_errors(server, ws):
     policy = OpenAIPolicy(srv.url, model="m")
     with pytest.raises(PolicyError, match=r"answered 503: .*engine overloaded"):
         await policy.generate([Message(role="user", content="hi")])
-    traj = await run_agent("q", policy, ws)
+    with pytest.raises(AgentError) as info:
+        await run_agent("q", policy, ws)
+    traj = info.value.trajectory
     assert traj.stop_reason == "error" and "503" in traj.stop_detail
 
 
