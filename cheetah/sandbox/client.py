@@ -17,8 +17,6 @@ from cheetah.sandbox.protocol import (
     ExecRequest,
     ExecResponse,
     FilesResponse,
-    GradeRequest,
-    GradeResponse,
     Health,
     RunToolsRequest,
     RunToolsResponse,
@@ -103,10 +101,6 @@ class EnvClient:
     async def fork(self, session_id: str) -> SessionInfo:
         resp = await self._request("POST", f"/sessions/{session_id}/fork")
         return SessionInfo.model_validate(resp.json())
-
-    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse:
-        resp = await self._request("POST", f"/sessions/{session_id}/grade", request.model_dump())
-        return GradeResponse.model_validate(resp.json())
 
     async def close(self, session_id: str) -> None:
         await self._request("DELETE", f"/sessions/{session_id}")

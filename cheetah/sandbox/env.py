@@ -30,14 +30,11 @@ from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.core.workspace import PathError, TreeTooLarge
 from cheetah.sandbox.config import SandboxConfig, default_base_dir
 from cheetah.sandbox.protocol import (
-    CheckResult,
     DiffResponse,
     EnvError,
     ExecRequest,
     ExecResponse,
     FilesResponse,
-    GradeRequest,
-    GradeResponse,
     SessionInfo,
     Stats,
     WriteFilesRequest,
@@ -223,31 +220,6 @@ class LocalEnv:
         info = self._register(child, s.info.snapshot)
         self.sessions[child.id].ctx.todos = list(s.ctx.todos)
         return info
-
-    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse:
-        s = self._get(session_id)
-        bs = s.backend_session
-        async with s.lock:
-            await asyncio.to_thread(s.backend_session.kill_processes)
-            for rel, content in request.hidden_files.items():
-                try:
-                    await asyncio.to_thread(SafeRoot(bs.root).write, rel, content.encode())
-                except PathError as e:
-                    raise EnvError(f"hidden file {rel!r}: {e}", 400) from None
-            checks = []
-            for command in request.commands:
-                r = await bs.exec(command, timeout_s=request.timeout_s, output_limit=32_000)
-                checks.append(
-                    CheckResult(
-                        command=command,
-                        passed=r.exit_code == 0,
-                        exit_code=r.exit_code,
-                        timed_out=r.timed_out,
-                        output=r.output,
-                        wall_s=r.wall_s,
-                    )
-                )
-        return GradeResponse(passed=all(c.passed for c in checks), checks=checks)
 
     async def read_files(self, session_id: str) -> FilesResponse:
         s = self._get(session_id)

@@ -41,8 +41,6 @@ from cheetah.sandbox.protocol import (
     ExecRequest,
     ExecResponse,
     FilesResponse,
-    GradeRequest,
-    GradeResponse,
     SessionInfo,
     Stats,
     WriteFilesRequest,
@@ -272,11 +270,6 @@ class EnvFleet:
             sid, s.snapshot, s.server, info.session_id, log=list(s.log)
         )
         return SessionInfo(session_id=sid, snapshot=s.snapshot, isolation=info.isolation)
-
-    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse:
-        s = self._get(session_id)
-        async with s.lock:
-            return await self._on_server(s, lambda c, rid: c.grade(rid, request))
 
     async def read_files(self, session_id: str) -> FilesResponse:
         s = self._get(session_id)

@@ -95,28 +95,6 @@ class DiffResponse(BaseModel):
     diff: str
 
 
-class GradeRequest(BaseModel):
-    """Hidden files are written into the session only now; then each command runs."""
-
-    commands: list[str]
-    hidden_files: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = 300.0
-
-
-class CheckResult(BaseModel):
-    command: str
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    output: str
-    wall_s: float
-
-
-class GradeResponse(BaseModel):
-    passed: bool
-    checks: list[CheckResult]
-
-
 class FilesResponse(BaseModel):
     """Every non-junk regular file of a session, base64-encoded (what a grader reads)."""
 
@@ -213,7 +191,6 @@ class Environment(Protocol):
 
     async def fork(self, session_id: str) -> SessionInfo: ...
 
-    async def grade(self, session_id: str, request: GradeRequest) -> GradeResponse: ...
 
     async def read_files(self, session_id: str) -> FilesResponse: ...
 

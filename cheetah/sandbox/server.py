@@ -1,7 +1,7 @@
 """`cheetah env serve`: a `LocalEnv` over HTTP (FastAPI + uvicorn), bearer token on all but /health.
 
 Routes: ``/health``; ``/stats``; ``/sessions`` (create) and, per session,
-``tools``, ``diff``, ``reset``, ``fork``, ``grade``, ``files`` (GET/PUT), ``exec``,
+``tools``, ``diff``, ``reset``, ``fork``, ``files`` (GET/PUT), ``exec``,
 ``stop`` and DELETE; ``/snapshots/{sha256}`` (HEAD/PUT a tarball). No ``/docs``,
 ``/redoc`` or ``/openapi.json``.
 
@@ -46,8 +46,6 @@ from cheetah.sandbox.protocol import (
     ExecRequest,
     ExecResponse,
     FilesResponse,
-    GradeRequest,
-    GradeResponse,
     Health,
     ResultModel,
     RunToolsRequest,
@@ -146,10 +144,6 @@ def create_app(
     @app.post("/sessions/{sid}/fork", dependencies=guarded, status_code=201)
     async def fork(sid: str) -> SessionInfo:
         return await env.fork(sid)
-
-    @app.post("/sessions/{sid}/grade", dependencies=guarded)
-    async def grade(sid: str, req: GradeRequest) -> GradeResponse:
-        return await env.grade(sid, req)
 
     @app.get("/sessions/{sid}/files", dependencies=guarded)
     async def read_files(sid: str) -> FilesResponse:

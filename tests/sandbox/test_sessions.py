@@ -7,7 +7,7 @@ import pytest
 
 from cheetah.harness.protocol import parse_message
 from cheetah.sandbox.env import LocalEnv
-from cheetah.sandbox.protocol import EnvError, GradeRequest
+from cheetah.sandbox.protocol import EnvError
 from tests.conftest import SAMPLE_REPO
 from tests.sandbox.conftest import needs_isolation
 
@@ -115,24 +115,6 @@ async def test_bad_snapshots_and_unknown_sessions_are_clear_errors(env, tmp_path
     with pytest.raises(EnvError) as e:
         await env.run_tools("nope", [])
     assert e.value.status == 404
-
-
-async def test_grade_writes_hidden_files_only_at_grading(env):
-    sid = (await env.create_session(str(SAMPLE_REPO))).session_id
-    [r] = await run(env, sid, '<tool name="run_terminal"><command>ls tests</command></tool>')
-    assert "test_hidden.py" not in r.output
-    hidden = {
-        "tests/test_hidden.py": "from textkit.stats import top_words\n\n"
-        "def test_three():\n    assert len(top_words('a b c d', 3)) == 3\n"
-    }
-    g = await env.grade(
-        sid,
-        GradeRequest(
-            commands=["python -m pytest -q tests/test_hidden.py", "true"], hidden_files=hidden
-        ),
-    )
-    assert not g.passed and not g.checks[0].passed and g.checks[1].passed
-    assert "1 failed" in g.checks[0].output
 
 
 async def test_capacity_and_idle_reaping(small_config):
