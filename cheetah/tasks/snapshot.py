@@ -3,8 +3,9 @@
 A directory is copied (caches and bytecode left out), a tarball extracted (a single
 top-level folder is taken as the root, as source tarballs usually have one), a git
 repo cloned and checked out at ``commit``. Then ``subdir`` is taken and the
-snapshot's own ``patch`` applied. Every failure is a ``SnapshotError`` that says which
-source and why, so an eval can report it per task and go on.
+snapshot's own ``patch`` applied. Every failure is a ``SnapshotError`` (the sandbox's:
+one class for every snapshot problem) that says which source and why, so an eval can
+report it per task and go on.
 
 Deliberately left out: caching clones between tasks (copying a local directory is
 cheap; a shared cache is the sandbox layer's job) and shallow fetches of one commit.
@@ -18,14 +19,11 @@ import tempfile
 from pathlib import Path
 
 from cheetah.core.workspace import JUNK_PARTS
+from cheetah.sandbox.snapshot import SnapshotError, extract_tarball
 from cheetah.tasks.patch import PatchError, apply_patch
 from cheetah.tasks.schema import Snapshot
 
 GIT_TIMEOUT_S = 300.0
-
-
-class SnapshotError(RuntimeError):
-    """The snapshot could not be materialized: missing source, bad commit, patch that fails."""
 
 
 def _ignore(_dir: str, names: list[str]) -> set[str]:
@@ -57,12 +55,8 @@ def _fill(snap: Snapshot, dest: Path) -> None:
     elif snap.tar:
         if not Path(snap.tar).is_file():
             raise SnapshotError(f"snapshot tarball {snap.tar} does not exist")
-        from cheetah.sandbox import snapshot as sandbox_snapshot
-
-        try:  # the env server's extraction: size and member caps, no special files or escapes
-            sandbox_snapshot.extract_tarball(Path(snap.tar), dest)
-        except sandbox_snapshot.SnapshotError as e:
-            raise SnapshotError(str(e)) from None
+        # the env server's extraction: size and member caps, no special files or escapes
+        extract_tarball(Path(snap.tar), dest)
         entries = list(dest.iterdir())
         if len(entries) == 1 and entries[0].is_dir():
             inner = entries[0]
