@@ -4,7 +4,7 @@ Runs the oracle policy (which applies each task's reference patch through the to
 over the bundled benchmark at a few concurrency levels and prints, per level and
 session kind, the wall time, tasks per minute, the mean wall time of one sample and
 of its grading, and pass@1 (which must be 1.0: anything else is a pipeline or task
-bug). Session kinds, compared in the same run: ``local`` (temp copies, the baseline),
+bug). Session kinds, compared in the same run: ``local`` (trusted copies, the baseline),
 ``isolated`` (in-process sandbox sessions) and ``fleet`` (sessions on an isolated env
 server over HTTP, what ``cheetah eval`` uses by default).
 
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from cheetah.tasks.evaluate import EvalConfig, run_eval
+from cheetah.tasks.fleet import fleet_sessions
 from cheetah.tasks.loaders import load_tasks
 from cheetah.tasks.oracle import OraclePolicy
-from cheetah.tasks.remote import fleet_factory
-from cheetah.tasks.sandboxed import factory_for
+from cheetah.tasks.session import local_sessions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 async def run(tasks, kind: str, conc: int):
     config = EvalConfig(concurrency=conc)
     if kind == "fleet":
-        async with fleet_factory([], capacity=64) as factory:
-            return await run_eval(tasks, OraclePolicy, factory, config)
-    return await run_eval(tasks, OraclePolicy, factory_for(kind), config)
+        async with fleet_sessions([], capacity=64) as sessions:
+            return await run_eval(tasks, OraclePolicy, sessions, config)
+    return await run_eval(tasks, OraclePolicy, local_sessions(kind), config)
 
 
 def main() -> None:

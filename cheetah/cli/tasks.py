@@ -86,12 +86,14 @@ def _load(path: Path, args: argparse.Namespace, verb: str):
     )
 
 
-def _sessions(args: argparse.Namespace):
-    """An async context giving the ``SessionFactory`` that ``--sandbox``/``--env-url`` ask for."""
+def _sessions(args: argparse.Namespace, code_search=None):
+    """An async context giving the ``TaskSessions`` that ``--sandbox``/``--env-url`` ask for
+    (``code_search`` backs codebase_search in sessions of this process; env servers have
+    their own)."""
     import contextlib
 
-    from cheetah.tasks.remote import fleet_factory
-    from cheetah.tasks.sandboxed import factory_for
+    from cheetah.tasks.fleet import fleet_sessions
+    from cheetah.tasks.session import local_sessions
 
     if args.env_url or args.sandbox == "fleet":
         token = None
@@ -99,8 +101,8 @@ def _sessions(args: argparse.Namespace):
             from cheetah.sandbox.server import read_token
 
             token = read_token(args.env_token_file)
-        return fleet_factory(args.env_url or [], token, backend="isolated")
-    return contextlib.nullcontext(factory_for(args.sandbox))
+        return fleet_sessions(args.env_url or [], token, backend="isolated")
+    return contextlib.nullcontext(local_sessions(args.sandbox, code_search=code_search))
 
 
 def _bad_session_args(args: argparse.Namespace, verb: str) -> bool:
@@ -111,10 +113,10 @@ def _bad_session_args(args: argparse.Namespace, verb: str) -> bool:
     return False
 
 
-async def _with_sessions(args: argparse.Namespace, job):
-    """Run ``job(factory)`` inside the session context of ``args``."""
-    async with _sessions(args) as factory:
-        return await job(factory)
+async def _with_sessions(args: argparse.Namespace, job, code_search=None):
+    """Run ``job(sessions)`` inside the session context of ``args``."""
+    async with _sessions(args, code_search) as sessions:
+        return await job(sessions)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -141,8 +143,8 @@ def _validate(args: argparse.Namespace) -> int:
         results = asyncio.run(
             _with_sessions(
                 args,
-                lambda factory: validate_tasks(
-                    tasks, factory, config, concurrency=args.concurrency, on_done=done
+                lambda sessions: validate_tasks(
+                    tasks, sessions, config, concurrency=args.concurrency, on_done=done
                 ),
             )
         )
@@ -250,16 +252,16 @@ def _eval(args: argparse.Namespace) -> int:
         report = asyncio.run(
             _with_sessions(
                 args,
-                lambda factory: run_eval(
+                lambda sessions: run_eval(
                     tasks,
                     make_policy,
-                    factory,
+                    sessions,
                     config,
                     model=args.model,
                     out_dir=args.out,
                     on_sample=done,
-                    code_search=EmbeddingCodeSearch(),
                 ),
+                EmbeddingCodeSearch(),
             )
         )
     report.tasks_file = str(args.tasks)

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,14 +212,28 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-class LocalWorkspace:
-    """The user's own directory, commands run unsandboxed with ``bash -c`` (trusted use only)."""
+def interpreter_env() -> dict[str, str]:
+    """This process's environment with its interpreter's folder first on ``PATH`` (so
+    ``python`` and ``pytest`` in a command are the ones cheetah runs with, as in the
+    sandbox) and ``PYTHONDONTWRITEBYTECODE=1`` (no bytecode cluttering a diff)."""
 
-    def __init__(self, root: str | Path) -> None:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+class LocalWorkspace:
+    """A directory on this host, commands run unsandboxed with ``bash -c`` (trusted use only)
+    in ``env`` (default: this process's environment)."""
+
+    def __init__(self, root: str | Path, env: dict[str, str] | None = None) -> None:
         path = Path(root).expanduser()
         if not path.is_dir():
             raise FileNotFoundError(f"workspace root {str(path)!r} is not a directory")
         self._root = path.resolve()
+        self.env = env
 
     @property
     def root(self) -> Path:
@@ -233,4 +248,5 @@ class LocalWorkspace:
             cwd=workdir,
             timeout_s=timeout_s,
             output_limit=output_limit,
+            env=self.env,
         )

@@ -21,7 +21,7 @@ from cheetah.tasks.schema import Task
 
 async def collect_demonstrations(
     tasks: list[Task],
-    factory: Any,
+    sessions: Any,
     tokenizer: Any,
     *,
     run_tests: bool,
@@ -40,7 +40,7 @@ async def collect_demonstrations(
     async def demonstrate(task: Task) -> Sample | None:
         async with gate:
             try:
-                ep = await run_episode(task, OraclePolicy(task, run_tests), factory)
+                ep = await run_episode(task, OraclePolicy(task, run_tests), sessions)
             except AgentError as e:  # the env broke, not the demonstration: skip the task
                 ep = Episode(task, error=str(e))
         done[0] += 1

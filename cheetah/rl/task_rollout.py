@@ -39,14 +39,14 @@ class TaskRollout:
     def __init__(self, engine: Any, cfg: dict) -> None:
         from cheetah.sandbox.fleet import EnvFleet
         from cheetah.tasks.loaders import load_tasks
-        from cheetah.tasks.remote import FleetSessionFactory
+        from cheetah.tasks.session import TaskSessions
 
         self.cfg = TrainRunConfig.model_validate(cfg)
         self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
         self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
         fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
-        self.factory = FleetSessionFactory(fleet)
+        self.sessions = TaskSessions(fleet)
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
@@ -66,7 +66,7 @@ class TaskRollout:
         policy = EnginePolicy(engine, self.tokenizer, sampling)
         try:
             ep = await run_episode(
-                task, policy, self.factory, limits=AgentLimits(max_turns=r.max_turns)
+                task, policy, self.sessions, limits=AgentLimits(max_turns=r.max_turns)
             )
         except AgentError as e:  # the engine or the env failed, not the model: never trained on
             return Finished(spec, reward=0.0, versions=[], error=f"the episode broke: {e}")

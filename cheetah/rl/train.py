@@ -224,7 +224,7 @@ class TrainJob:
         """The warm start: oracle demonstrations of training tasks (``rl/sft.py``), then
         ``sft_steps`` optimizer steps of ``sft_batch`` of them, then a weight sync."""
         from cheetah.rl.sft import collect_demonstrations
-        from cheetah.tasks.remote import fleet_factory
+        from cheetah.tasks.fleet import fleet_sessions
 
         steps = self.cfg.train.sft_steps
         if steps <= 0:
@@ -233,10 +233,10 @@ class TrainJob:
         tasks = [t for t in self.train_tasks if t.reference_patch]
         self.rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
         tasks = tasks[: steps * max(1, self.cfg.train.sft_batch)]
-        async with fleet_factory(r.env_urls, env_token(self.env_cfg)) as factory:
+        async with fleet_sessions(r.env_urls, env_token(self.env_cfg)) as sessions:
             samples = await collect_demonstrations(
                 tasks,
-                factory,
+                sessions,
                 self.tokenizer,
                 run_tests=self.cfg.train.sft_run_tests,
                 max_len=self.cfg.train.max_seq_len,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import os
 import re
 import time
@@ -157,6 +158,14 @@ class LocalEnv:
 
     def has_upload(self, sha: str) -> bool:
         return self._upload_path(sha).is_file()
+
+    def add_snapshot(self, tarball: bytes) -> str:
+        """Keep a snapshot tarball (as an upload) and return the name sessions use for it,
+        as ``EnvFleet.add_snapshot`` does, so task code registers snapshots alike on both."""
+        sha = hashlib.sha256(tarball).hexdigest()
+        if not self.has_upload(sha):
+            self.put_upload(sha, tarball)
+        return f"upload:{sha}"
 
     def put_upload(self, sha: str, data: bytes) -> None:
         """Keep a snapshot tarball under its sha256 (refused when the bytes do not match)."""

@@ -2,7 +2,8 @@
 
 For trusted local use only (your own code, tests of this package). It exists so that
 the session operations (create, diff, reset, fork, close) work where bubblewrap
-does not, and it must be chosen explicitly: ``LocalEnv(backend="local")``.
+does not, and it must be chosen explicitly: ``LocalEnv(backend="local")``. Commands see
+this interpreter first on ``PATH``, as in the isolated sandbox (``interpreter_env``).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import asyncio
 import shutil
 import tempfile
 import uuid
+import weakref
 from pathlib import Path
 
 from cheetah.core.safefs import SafeRoot
-from cheetah.core.workspace import ExecResult, LocalWorkspace
+from cheetah.core.workspace import ExecResult, LocalWorkspace, interpreter_env
 from cheetah.sandbox.diff import changed, tree_files
 from cheetah.sandbox.diff import diff as diff_text
 from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
@@ -25,6 +27,8 @@ DESCRIPTION = "none (trusted local backend: commands run unsandboxed as the serv
 class LocalBackend:
     def __init__(self, base_dir: Path | None = None) -> None:
         self.base = Path(base_dir or tempfile.mkdtemp(prefix="cheetah-local-"))
+        if base_dir is None:  # its own temp dir: gone with the backend
+            weakref.finalize(self, shutil.rmtree, self.base, True)
         self.snapshots = SnapshotStore(self.base)
         self.sessions_dir = self.base / "sessions"
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +58,7 @@ class CopySession:
     async def exec(
         self, command: str, *, timeout_s: float, cwd: str = ".", output_limit: int = 16_000
     ) -> ExecResult:
-        return await LocalWorkspace(self.dir).exec(
+        return await LocalWorkspace(self.dir, interpreter_env()).exec(
             command, timeout_s=timeout_s, cwd=cwd, output_limit=output_limit
         )
 

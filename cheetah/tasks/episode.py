@@ -23,8 +23,7 @@ from cheetah.harness.policy import Policy
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.grader import Grade, GraderConfig, attach, capture_baseline, grade
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import SETUP_TIMEOUT_S, SessionFactory, TaskSetupError, open_task
-from cheetah.tools.base import CodeSearch
+from cheetah.tasks.session import SETUP_TIMEOUT_S, TaskSessions, TaskSetupError, open_task
 
 
 @dataclass
@@ -40,30 +39,24 @@ class Episode:
 async def run_episode(
     task: Task,
     policy: Policy,
-    factory: SessionFactory,
+    sessions: TaskSessions,
     *,
     limits: AgentLimits | None = None,
     grader: GraderConfig | None = None,
     setup_timeout_s: float = SETUP_TIMEOUT_S,
-    code_search: CodeSearch | None = None,
 ) -> Episode:
     """Open, run, grade, close (see the module docstring)."""
     try:
-        ws = await open_task(factory, task, setup_timeout_s=setup_timeout_s)
+        ws = await open_task(sessions, task, setup_timeout_s=setup_timeout_s)
     except TaskSetupError as e:
         return Episode(task, error=str(e))
     try:
         baseline = await capture_baseline(ws)
         traj = await run_agent(
-            task.query,
-            policy,
-            ws.agent,
-            limits or AgentLimits(),
-            task_id=task.id,
-            code_search=code_search,
+            task.query, policy, ws.agent, limits or AgentLimits(), task_id=task.id
         )
         g = await grade(task, ws, baseline, grader)
         attach(traj, g)
     finally:
-        await factory.close(ws)
+        await sessions.close(ws)
     return Episode(task, traj, g)

@@ -7,9 +7,9 @@ rollouts and SFT demonstrations use; the trajectory (with its grade) is saved. S
 setup, a policy that cannot be built) becomes that sample's ``error`` and the run
 goes on; errored samples count as incorrect in pass@k and are listed in the report.
 
-Where samples run is the factory's business: local copies (trusted tasks only),
+Where samples run is the ``TaskSessions``' business: local copies (trusted tasks only),
 in-process isolated sessions, or sessions on env servers through an ``EnvFleet``
-(``cheetah.tasks.remote``).
+(``cheetah.tasks.fleet``).
 
 Deliberately left out: retrying errored samples, resuming an interrupted run.
 """
@@ -31,8 +31,7 @@ from cheetah.tasks.episode import run_episode
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.metrics import mean_of, pass_at_k, trajectory_metrics
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import SessionFactory
-from cheetah.tools.base import CodeSearch
+from cheetah.tasks.session import TaskSessions
 
 PolicyFactory = Callable[[Task], Policy]
 
@@ -97,10 +96,9 @@ async def run_sample(
     task: Task,
     sample: int,
     policy_factory: PolicyFactory,
-    factory: SessionFactory,
+    sessions: TaskSessions,
     config: EvalConfig,
     traj_dir: Path | None,
-    code_search: CodeSearch | None = None,
 ) -> SampleResult:
     t0 = time.monotonic()
     res = SampleResult(task_id=task.id, sample=sample)
@@ -108,11 +106,10 @@ async def run_sample(
         ep = await run_episode(
             task,
             policy_factory(task),
-            factory,
+            sessions,
             limits=config.limits(),
             grader=config.grader,
             setup_timeout_s=config.setup_timeout_s,
-            code_search=code_search,
         )
     except Exception as e:  # one broken sample never stops the run
         res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0
@@ -199,16 +196,14 @@ def summarize(
 async def run_eval(
     tasks: list[Task],
     policy_factory: PolicyFactory,
-    factory: SessionFactory,
+    sessions: TaskSessions,
     config: EvalConfig | None = None,
     *,
     model: str = "",
     out_dir: Path | None = None,
     on_sample: Callable[[SampleResult], None] | None = None,
-    code_search: CodeSearch | None = None,
 ) -> EvalReport:
-    """Run every task ``config.samples`` times and build the report (not written here).
-    ``code_search`` backs ``codebase_search`` for sessions whose tools run in this process."""
+    """Run every task ``config.samples`` times and build the report (not written here)."""
     config = config or EvalConfig()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -217,7 +212,7 @@ async def run_eval(
 
     async def one(task: Task, k: int) -> SampleResult:
         async with sem:
-            res = await run_sample(task, k, policy_factory, factory, config, traj_dir, code_search)
+            res = await run_sample(task, k, policy_factory, sessions, config, traj_dir)
         if on_sample:
             on_sample(res)
         return res
@@ -227,7 +222,7 @@ async def run_eval(
     per_task, summary, groups = summarize(tasks, samples, config.samples)
     return EvalReport(
         model=model,
-        session=getattr(factory, "name", type(factory).__name__),
+        session=getattr(sessions, "name", type(sessions).__name__),
         started_at=started,
         wall_s=time.monotonic() - t0,
         config=config,

@@ -37,12 +37,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from cheetah.core.workspace import is_junk
+from cheetah.core.workspace import LocalWorkspace, interpreter_env, is_junk
 from cheetah.tasks.grader import parse_pytest_outcomes
 from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
-from cheetah.tasks.session import TrustedLocalWorkspace
 
 _NOT_SOURCE = re.compile(
     r"(^|/)(tests?|testing|docs?|examples?|benchmarks?|build|dist|\.[^/]+|venv|site-packages)/"
@@ -221,7 +220,7 @@ async def generate_tasks(
             shutil.copytree(
                 repo, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".git")
             )
-            workers.append(TrustedLocalWorkspace(dest))
+            workers.append(LocalWorkspace(dest, interpreter_env()))
         base = await workers[0].exec(
             config.test_command, timeout_s=config.timeout_s, output_limit=2_000_000
         )
@@ -241,7 +240,7 @@ async def generate_tasks(
         seen_text: set[tuple[str, str]] = set()
         seen_effect: set[tuple[str, int, frozenset[str]]] = set()
 
-        async def work(ws: TrustedLocalWorkspace) -> None:
+        async def work(ws: LocalWorkspace) -> None:
             while not queue.empty() and len(kept) < config.max_tasks:
                 m = queue.get_nowait()
                 target = ws.root / m.path

@@ -8,7 +8,7 @@ files. Only then are the hidden files written in and the test patch applied
 hidden test), and the checks run through ``workspace.exec`` with timeouts.
 Correctness is all checks passing.
 
-The grader sees the workspace only as a ``TaskWorkspace`` (file trees in and out,
+The grader sees the workspace only as a ``TaskSession`` (file trees in and out,
 commands), so it grades a local copy, an in-process isolated session and a session
 on a remote env server alike.
 
@@ -46,7 +46,7 @@ from cheetah.core.workspace import PathError
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree, with_changes
 from cheetah.tasks.schema import Check, Task
-from cheetah.tasks.session import TaskWorkspace
+from cheetah.tasks.session import TaskSession
 
 Outcome = Literal["passed", "failed", "error", "missing", "timeout"]
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$")
@@ -110,7 +110,7 @@ class Grade(BaseModel):
 Baseline = dict[str, bytes]
 
 
-async def capture_baseline(workspace: TaskWorkspace) -> Baseline:
+async def capture_baseline(workspace: TaskSession) -> Baseline:
     """The workspace's files as the agent gets them (call it before the agent runs)."""
     return await workspace.read_tree()
 
@@ -145,7 +145,7 @@ def parse_pytest_outcomes(output: str) -> dict[str, str]:
 
 
 async def run_test_checks(
-    workspace: TaskWorkspace,
+    workspace: TaskSession,
     checks: list[tuple[str, Check]],
     config: GraderConfig,
     files_present: set[str],
@@ -197,7 +197,7 @@ async def run_test_checks(
 
 
 async def run_command_check(
-    workspace: TaskWorkspace, kind: str, check: Check, config: GraderConfig
+    workspace: TaskSession, kind: str, check: Check, config: GraderConfig
 ) -> CheckResult:
     assert check.command is not None
     timeout = check.timeout_s or config.check_timeout_s
@@ -219,7 +219,7 @@ async def run_command_check(
 
 
 async def run_checks(
-    workspace: TaskWorkspace, task: Task, config: GraderConfig, files_present: set[str]
+    workspace: TaskSession, task: Task, config: GraderConfig, files_present: set[str]
 ) -> list[CheckResult]:
     """Every check of the task, in task order (fail-to-pass first).
 
@@ -321,7 +321,7 @@ def combine(correct: bool, conventions: float, config: GraderConfig) -> float:
 
 
 async def install_hidden(
-    workspace: TaskWorkspace, task: Task, tree: dict[str, bytes]
+    workspace: TaskSession, task: Task, tree: dict[str, bytes]
 ) -> dict[str, bytes]:
     """Write the hidden files and apply the test patch (only ever called at grading).
 
@@ -341,7 +341,7 @@ async def install_hidden(
 
 
 async def grade(
-    task: Task, workspace: TaskWorkspace, baseline: Baseline, config: GraderConfig | None = None
+    task: Task, workspace: TaskSession, baseline: Baseline, config: GraderConfig | None = None
 ) -> Grade:
     """Grade the workspace as the agent left it. Never raises for problems of the task itself."""
     config = config or GraderConfig()

@@ -13,8 +13,11 @@ cheap; a shared cache is the sandbox layer's job) and shallow fetches of one com
 
 from __future__ import annotations
 
+import gzip
+import io
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -95,3 +98,28 @@ def materialize(snap: Snapshot, dest: str | Path) -> Path:
         except PatchError as e:
             raise SnapshotError(f"the snapshot patch does not apply: {e}") from None
     return dest
+
+
+def pack_tree(root: Path) -> bytes:
+    """A deterministic ``.tar.gz`` of ``root``'s files, directories and symlinks (sorted
+    names, zero mtimes and owners: every process packs the same bytes, so the same sha)."""
+    buf = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(root.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if info.isreg():
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            elif info.isdir() or info.issym():
+                tar.addfile(info)
+    return buf.getvalue()
+
+
+def pack_snapshot(snap: Snapshot) -> bytes:
+    """The snapshot materialized in a temporary directory, packed by ``pack_tree``."""
+    with tempfile.TemporaryDirectory(prefix="cheetah-pack-") as tmp:
+        return pack_tree(materialize(snap, Path(tmp) / "repo"))

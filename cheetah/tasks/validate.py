@@ -1,6 +1,6 @@
 """Check that a task is well-posed: its checks fail as given and pass once solved.
 
-For each task, in two fresh workspaces from the same factory the eval uses:
+For each task, in two fresh sessions of the same kind the eval uses:
 
 1. the snapshot as the agent gets it: every fail-to-pass check must fail and every
    pass-to-pass check pass (a task whose tests already pass teaches nothing);
@@ -30,7 +30,7 @@ from cheetah.core.workspace import PathError
 from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
 from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import SessionFactory, TaskSetupError, open_task
+from cheetah.tasks.session import TaskSessions, TaskSetupError, open_task
 
 
 class TaskValidation(BaseModel):
@@ -51,11 +51,11 @@ def _leaks(tree: dict[str, bytes], task: Task) -> list[str]:
 
 
 async def _state(
-    factory: SessionFactory, task: Task, config: GraderConfig, *, solved: bool
+    sessions: TaskSessions, task: Task, config: GraderConfig, *, solved: bool
 ) -> list[str]:
     """Problems with the checks in one state (as given, or with the reference patch)."""
     what = "with the reference patch" if solved else "on the snapshot"
-    ws = await open_task(factory, task)
+    ws = await open_task(sessions, task)
     try:
         tree = await ws.read_tree()
         problems = [] if solved else _leaks(tree, task)
@@ -81,19 +81,19 @@ async def _state(
                 )
         return problems
     finally:
-        await factory.close(ws)
+        await sessions.close(ws)
 
 
 async def validate_task(
-    task: Task, factory: SessionFactory, config: GraderConfig | None = None
+    task: Task, sessions: TaskSessions, config: GraderConfig | None = None
 ) -> TaskValidation:
     config = config or GraderConfig()
     t0 = time.monotonic()
     problems: list[str] = []
     try:
-        problems += await _state(factory, task, config, solved=False)
+        problems += await _state(sessions, task, config, solved=False)
         if task.reference_patch:
-            problems += await _state(factory, task, config, solved=True)
+            problems += await _state(sessions, task, config, solved=True)
         else:
             problems.append("no reference patch: only the unsolved state was checked")
     except TaskSetupError as e:
@@ -117,7 +117,7 @@ def validation_key(task: Task) -> str:
 
 async def validate_tasks(
     tasks: list[Task],
-    factory: SessionFactory,
+    sessions: TaskSessions,
     config: GraderConfig | None = None,
     *,
     concurrency: int = 2,
@@ -133,7 +133,7 @@ async def validate_tasks(
 
     async def one(group: list[Task]) -> None:
         async with sem:
-            v = await validate_task(group[0], factory, config)
+            v = await validate_task(group[0], sessions, config)
         for t in group:
             vt = v if t is group[0] else v.model_copy(update={"task_id": t.id})
             results[id(t)] = vt

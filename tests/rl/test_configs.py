@@ -16,10 +16,11 @@ import pytest
 from cheetah.model.chat import tokenize_chat
 from cheetah.model.loading import tokenizer_for
 from cheetah.rl.config import load_config
+from cheetah.sandbox.config import SandboxConfig
 from cheetah.tasks.episode import run_episode
 from cheetah.tasks.loaders import load_tasks, select_tasks
 from cheetah.tasks.oracle import OraclePolicy, oracle_messages
-from cheetah.tasks.session import LocalSessionFactory
+from cheetah.tasks.session import local_sessions
 from cheetah.tasks.snapshot import materialize
 from tests.conftest import REPO_ROOT
 
@@ -56,10 +57,10 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
         repo = t.snapshot.dir
         if repo not in longest or sum(replies[t.id]) > sum(replies[longest[repo].id]):
             longest[repo] = t
-    factory = LocalSessionFactory(tmp_path)
+    sessions = local_sessions("local", config=SandboxConfig(base_dir=tmp_path))
 
     async def tokens(task) -> tuple[str, int]:
-        ep = await run_episode(task, OraclePolicy(task, cfg.train.sft_run_tests), factory)
+        ep = await run_episode(task, OraclePolicy(task, cfg.train.sft_run_tests), sessions)
         assert ep.error is None and ep.grade is not None and ep.grade.correct, task.id
         return task.id, len(tokenize_chat(ep.trajectory.messages, tokenizer).token_ids)
 

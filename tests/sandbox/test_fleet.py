@@ -115,7 +115,7 @@ class OracleKillingServer:
 async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_server, tmp_path):
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.loaders import load_tasks, select_tasks
-    from cheetah.tasks.remote import FleetSessionFactory
+    from cheetah.tasks.session import TaskSessions
     from tests.conftest import REPO_ROOT
 
     [task] = select_tasks(load_tasks(REPO_ROOT / "benchmarks" / "tasks.jsonl"), limit=1)
@@ -126,7 +126,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_serve
         report = await run_eval(
             [task],
             lambda t: OracleKillingServer(t, fleet, procs),
-            FleetSessionFactory(fleet),
+            TaskSessions(fleet),
             EvalConfig(),
             out_dir=tmp_path,
         )
@@ -142,7 +142,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_serve
 
 async def test_fleet_uploads_again_when_a_server_lost_the_snapshot(env_server):
     from cheetah.sandbox.config import default_base_dir
-    from cheetah.tasks.remote import pack_tree
+    from cheetah.tasks.snapshot import pack_tree
 
     a = env_server(token=TOKEN)
     fleet = EnvFleet([a.url], TOKEN, max_wait_s=10)

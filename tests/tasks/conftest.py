@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cheetah.core.safefs import read_tree
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Task
 
@@ -96,3 +99,19 @@ def bug_task(repo: Path, **over) -> Task:
 @pytest.fixture
 def calc_task(calc_repo: Path) -> Task:
     return bug_task(calc_repo)
+
+
+async def edit_session(ws, change: Callable[[Path], object]) -> None:
+    """Apply ``change`` (edits a directory, as an agent would) to a task session's files:
+    the tree is copied out, changed, and the difference written back."""
+    before = await ws.read_tree()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, data in before.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        change(root)
+        after = read_tree(root)
+    changes: dict[str, bytes | None] = {r: d for r, d in after.items() if before.get(r) != d}
+    changes |= {r: None for r in before if r not in after}
+    await ws.write_files(changes)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cheetah.tasks.loaders import load_tasks
-from cheetah.tasks.session import LocalSessionFactory
+from cheetah.tasks.session import local_sessions
 from cheetah.tasks.validate import validate_tasks
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "tasks.jsonl"
@@ -34,13 +34,13 @@ async def test_a_few_bundled_tasks_validate():
         tasks[i]
         for i in ("algos-bisect-left-equal-run", "ledger-statement", "todocli-tests-render-list")
     ]
-    results = await validate_tasks(picked, LocalSessionFactory(), concurrency=2)
+    results = await validate_tasks(picked, local_sessions("local"), concurrency=2)
     assert all(v.ok for v in results), [v.problems for v in results]
 
 
 @pytest.mark.slow
 async def test_every_bundled_task_validates():
-    results = await validate_tasks(load_tasks(BENCH), LocalSessionFactory(), concurrency=2)
+    results = await validate_tasks(load_tasks(BENCH), local_sessions("local"), concurrency=2)
     bad = {v.task_id: v.problems for v in results if not v.ok}
     assert not bad
 
@@ -50,14 +50,14 @@ async def test_a_test_writing_task_rejects_tests_that_catch_nothing():
     from cheetah.tasks.session import open_task
 
     task = next(t for t in load_tasks(BENCH) if t.id == "ledger-tests-balance")
-    factory = LocalSessionFactory()
-    ws = await open_task(factory, task)
+    sessions = local_sessions("local")
+    ws = await open_task(sessions, task)
     try:
         baseline = await capture_baseline(ws)
-        (ws.root / "tests" / "test_balance.py").write_text("def test_nothing():\n    assert True\n")
+        await ws.write_files({"tests/test_balance.py": b"def test_nothing():\n    assert True\n"})
         g = await grade(task, ws, baseline)
     finally:
-        await factory.close(ws)
+        await sessions.close(ws)
     assert not g.correct
     [check] = [c for c in g.checks if c.label == "tests catch mutants"]
     assert "mutant 1 survives" in check.detail

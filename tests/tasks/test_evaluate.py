@@ -7,7 +7,7 @@ from cheetah.tasks.evaluate import EvalConfig, run_eval
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.oracle import OraclePolicy
 from cheetah.tasks.report import write_report
-from cheetah.tasks.session import LocalSessionFactory
+from cheetah.tasks.session import local_sessions
 
 from .conftest import bug_task
 
@@ -20,7 +20,7 @@ async def test_oracle_scores_one_and_noop_scores_zero(calc_repo, tmp_path):
     tasks = [bug_task(calc_repo), bug_task(calc_repo, id="calc-add-2")]
     config = EvalConfig(samples=1, concurrency=2)
     good = await run_eval(
-        tasks, OraclePolicy, LocalSessionFactory(), config, out_dir=tmp_path / "o"
+        tasks, OraclePolicy, local_sessions("local"), config, out_dir=tmp_path / "o"
     )
     assert good.summary["pass@1"] == 1.0
     assert good.summary["conventions"] == 1.0
@@ -30,7 +30,7 @@ async def test_oracle_scores_one_and_noop_scores_zero(calc_repo, tmp_path):
     saved = json.loads((tmp_path / "o" / "trajectories" / "calc-add.0.json").read_text())
     assert saved["reward"] == pytest.approx(1.0) and saved["grade"]["correct"] is True
 
-    bad = await run_eval(tasks, noop, LocalSessionFactory(), EvalConfig(samples=2))
+    bad = await run_eval(tasks, noop, local_sessions("local"), EvalConfig(samples=2))
     assert bad.summary["pass@1"] == 0.0 and bad.summary["pass@2"] == 0.0
     assert bad.summary["samples"] == 4
 
@@ -48,7 +48,7 @@ async def test_per_task_errors_do_not_stop_the_run(calc_repo, tmp_path):
         ),
     ]
     config = EvalConfig(samples=1, concurrency=2, grader=GraderConfig(check_timeout_s=30))
-    report = await run_eval(tasks, OraclePolicy, LocalSessionFactory(), config)
+    report = await run_eval(tasks, OraclePolicy, local_sessions("local"), config)
     by_id = {t.task_id: t for t in report.tasks}
     assert by_id["ok"].pass_at_1 == 1.0 and not by_id["ok"].errors
     assert "snapshot directory" in by_id["no-repo"].errors[0]
@@ -71,7 +71,7 @@ async def test_per_task_errors_do_not_stop_the_run(calc_repo, tmp_path):
 
 async def test_report_plot_when_matplotlib_is_installed(calc_repo, tmp_path):
     pytest.importorskip("matplotlib")
-    report = await run_eval([bug_task(calc_repo)], OraclePolicy, LocalSessionFactory())
+    report = await run_eval([bug_task(calc_repo)], OraclePolicy, local_sessions("local"))
     paths = write_report(report, tmp_path)
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -1,7 +1,7 @@
 import pytest
 
 from cheetah.tasks.generate import GenerateConfig, GenerateError, generate_tasks, source_files
-from cheetah.tasks.session import LocalSessionFactory
+from cheetah.tasks.session import local_sessions
 from cheetah.tasks.validate import validate_tasks
 
 LIB = """\
@@ -82,7 +82,7 @@ async def test_generate_keeps_caught_mutants_with_queries_that_hide_them(stats_r
         assert "stats/core.py" not in t.query
         assert t.kind == "generated" and t.tags[0] == "generated"
     assert len({t.id for t in result.tasks}) == len(result.tasks)
-    valid = await validate_tasks(result.tasks[:2], LocalSessionFactory())
+    valid = await validate_tasks(result.tasks[:2], local_sessions("local"))
     assert all(v.ok for v in valid), [v.problems for v in valid]
 
 

@@ -1,38 +1,37 @@
 import pytest
 
-from cheetah.core.safefs import read_tree
 from cheetah.tasks.grader import GraderConfig, capture_baseline, grade, parse_pytest_outcomes
 from cheetah.tasks.patch import apply_patch
-from cheetah.tasks.session import LocalSessionFactory, open_task
+from cheetah.tasks.session import local_sessions, open_task
 
-from .conftest import HIDDEN
+from .conftest import HIDDEN, edit_session
 
 
 async def test_hidden_material_is_never_in_the_workspace_before_grading(calc_task):
-    factory = LocalSessionFactory()
-    ws = await open_task(factory, calc_task)
+    sessions = local_sessions("local")
+    ws = await open_task(sessions, calc_task)
     try:
-        files = read_tree(ws.root)
+        files = await ws.read_tree()
         assert "tests/test_hidden.py" not in files
         blob = b"\n".join(files.values()).decode()
         assert "test_add_negative" not in blob
         assert calc_task.reference_patch not in blob
-        assert "return a - b" in (ws.root / "calc" / "ops.py").read_text()  # the bug is in
+        assert b"return a - b" in files["calc/ops.py"]  # the bug is in
     finally:
-        await factory.close(ws)
-    assert not ws.root.exists()
+        await sessions.close(ws)
+    assert not sessions.env.sessions
 
 
 async def graded(task, change=None, config=None):
-    factory = LocalSessionFactory()
-    ws = await open_task(factory, task)
+    sessions = local_sessions("local")
+    ws = await open_task(sessions, task)
     try:
         baseline = await capture_baseline(ws)
         if change:
-            change(ws.root)
+            await edit_session(ws, change)
         return await grade(task, ws, baseline, config)
     finally:
-        await factory.close(ws)
+        await sessions.close(ws)
 
 
 async def test_unsolved_fails_and_solved_passes(calc_task):
@@ -126,15 +125,15 @@ async def test_test_patch_is_applied_only_at_grading(calc_repo):
     task = bug_task(
         calc_repo, hidden_files={}, test_patch=diff_texts("tests/test_hidden.py", None, HIDDEN)
     )
-    factory = LocalSessionFactory()
-    ws = await open_task(factory, task)
+    sessions = local_sessions("local")
+    ws = await open_task(sessions, task)
     try:
-        assert not (ws.root / "tests" / "test_hidden.py").exists()
+        assert "tests/test_hidden.py" not in await ws.read_tree()
         baseline = await capture_baseline(ws)
-        apply_patch(ws.root, task.reference_patch)
+        await edit_session(ws, lambda root: apply_patch(root, task.reference_patch))
         g = await grade(task, ws, baseline)
     finally:
-        await factory.close(ws)
+        await sessions.close(ws)
     assert g.correct
     assert g.checks[0].label == "tests/test_hidden.py::test_add_negative" and g.checks[0].passed
 
