@@ -1,7 +1,11 @@
 """The training run's config: typed sections, TOML file plus dotted overrides, saved resolved.
 
 ``cheetah train --config configs/quickstart.toml --set train.lr=3e-5 --set rollout.group_size=4``.
-Each setting lives here once; the run directory keeps ``config.json`` as resolved.
+Each setting lives here once, with its default and description: the trainer's own
+(``TrainConfig``, with ``LossConfig`` as ``[train.loss]``) is the base of the ``[train]``
+section, the grader's (``tasks.grader.GraderConfig``) is the ``[grader]`` section, so the
+trainer, the loss and the grader take exactly what the TOML says. The run directory keeps
+``config.json`` as resolved.
 """
 
 from __future__ import annotations
@@ -14,10 +18,48 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.config import ConfigError, read_toml, validate
+from cheetah.tasks.grader import GraderConfig
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class LossConfig(BaseModel):
+    """The loss's settings (TOML ``[train.loss]``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clip_low: float = Field(0.2, ge=0.0, description="lower clip of the ratio: 1 - clip_low")
+    clip_high: float = Field(
+        0.28, ge=0.0, description="upper clip: 1 + clip_high (asymmetric, DAPO clip-higher)"
+    )
+    is_cap: float = Field(
+        2.0, gt=0.0, description="truncation of the proximal/behaviour importance weight"
+    )
+
+
+class TrainConfig(BaseModel):
+    """The trainer's settings, defaulted here once; the run config's ``[train]`` section
+    extends this class, so every one of them is a TOML key (``[train.loss]`` included)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-5, gt=0.0, description="peak learning rate of RL steps")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.98), description="AdamW betas")
+    grad_clip: float = Field(1.0, gt=0.0, description="clip of the global gradient norm")
+    micro_batch_tokens: int = Field(
+        4096, ge=1, description="tokens one forward/backward runs at most (padded)"
+    )
+    bf16: bool = Field(False, description="bf16 autocast in the trainer")
+    grad_checkpointing: bool = Field(
+        False, description="recompute activations in backward (less memory, more compute)"
+    )
+    share_prefix: bool = Field(
+        True, description="run each micro-batch's shared token prefix once (exact)"
+    )
+    loss: LossConfig = Field(default_factory=LossConfig)
 
 
 class RunSection(_Section):
@@ -109,22 +151,18 @@ class RolloutSection(_Section):
     )
 
 
-class TrainSection(_Section):
+class TrainSection(TrainConfig):
+    """The trainer's own settings (``rl/trainer.TrainConfig``: lr, clip, micro-batches, bf16,
+    ``loss`` ...) plus what the job does with it."""
+
     steps: int = Field(4, description="RL optimizer steps")
-    lr: float = Field(1e-5)
     warmup_frac: float = Field(
         0.1, ge=0.0, le=1.0, description="share of SFT and of RL steps with a linear LR warmup"
     )
     lr_decay: Literal["cosine", "constant"] = Field(
         "cosine", description="after warmup: cosine decay to 10% of the peak, or constant"
     )
-    grad_clip: float = Field(1.0)
-    micro_batch_tokens: int = Field(4096)
     max_seq_len: int = Field(2048)
-    bf16: bool = Field(False, description="bf16 autocast in the trainer")
-    grad_checkpointing: bool = Field(
-        False, description="recompute activations in backward (less memory, more compute)"
-    )
     mxfp8: bool = Field(
         False,
         description="run every linear and expert GEMM of trainer and engine in MXFP8 "
@@ -145,6 +183,7 @@ class TrainRunConfig(_Section):
     tasks: TasksSection = Field(default_factory=TasksSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
     train: TrainSection = Field(default_factory=TrainSection)
+    grader: GraderConfig = Field(default_factory=GraderConfig)
 
     @property
     def run_dir(self) -> Path:
@@ -168,6 +207,11 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> TrainRunConfig:
         key, sep, raw = item.partition("=")
         if not sep or "." not in key:
             raise ConfigError(f"override {item!r} must look like section.key=value")
-        section, name = key.strip().split(".", 1)
-        data.setdefault(section, {})[name] = _parse_value(raw.strip())
+        *path, name = key.strip().split(".")
+        table = data
+        for part in path:  # train.loss.clip_high: nested tables
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is a value, not a table")
+        table[name] = _parse_value(raw.strip())
     return validate(TrainRunConfig, data, "config")

@@ -29,6 +29,10 @@ from typing import Literal
 
 import torch
 
+from cheetah.rl.config import LossConfig
+
+DEFAULT_LOSS = LossConfig()
+
 
 def group_advantages(
     rewards: torch.Tensor,
@@ -49,13 +53,6 @@ def group_advantages(
     return adv
 
 
-@dataclass(frozen=True)
-class LossConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.28  # asymmetric upper clip (DAPO "clip-higher")
-    is_cap: float = 2.0  # truncation of the proximal/behaviour importance weight
-
-
 @dataclass
 class LossOutput:
     loss: torch.Tensor
@@ -71,7 +68,7 @@ def policy_loss(
     behaviour_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    cfg: LossConfig = LossConfig(),
+    cfg: LossConfig = DEFAULT_LOSS,
     proximal_logprobs: torch.Tensor | None = None,
 ) -> LossOutput:
     """Clipped PG loss over [batch, tokens] logprobs of the sampled tokens; ``mask`` is 1 on

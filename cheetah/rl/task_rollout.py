@@ -66,7 +66,11 @@ class TaskRollout:
         policy = EnginePolicy(engine, self.tokenizer, sampling)
         try:
             ep = await run_episode(
-                task, policy, self.sessions, limits=AgentLimits(max_turns=r.max_turns)
+                task,
+                policy,
+                self.sessions,
+                limits=AgentLimits(max_turns=r.max_turns),
+                grader=self.cfg.grader,
             )
         except AgentError as e:  # the engine or the env failed, not the model: never trained on
             return Finished(spec, reward=0.0, versions=[], error=f"the episode broke: {e}")

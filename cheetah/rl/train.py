@@ -97,7 +97,7 @@ class TrainJob:
 
     # -- setup ----------------------------------------------------------------------------
     def start(self) -> None:
-        from cheetah.rl.trainer import TrainConfig, Trainer
+        from cheetah.rl.trainer import Trainer
 
         cfg = self.cfg
         if not ray.is_initialized():
@@ -117,14 +117,8 @@ class TrainJob:
         self.trainer = Trainer(
             loaded.model,
             loaded.tokenizer,
-            TrainConfig(
-                lr=cfg.train.lr,
-                grad_clip=cfg.train.grad_clip,
-                micro_batch_tokens=cfg.train.micro_batch_tokens,
-                bf16=cfg.train.bf16,
-                grad_checkpointing=cfg.train.grad_checkpointing,
-                temperature=cfg.rollout.temperature,
-            ),
+            cfg.train,
+            temperature=cfg.rollout.temperature,
         )
         if cfg.model.engine_urls:  # remote servers: no local engine actor
             self.engine, self.sync_targets = None, remote_engines(cfg)

@@ -36,7 +36,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +44,9 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.memory import release_memory
+from cheetah.rl.config import TrainConfig
 from cheetah.rl.data import Sample
-from cheetah.rl.loss import LossConfig, entropy_from_logits, policy_loss, token_logprobs
-
-
-@dataclass
-class TrainConfig:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.98)
-    grad_clip: float = 1.0
-    micro_batch_tokens: int = 4096
-    bf16: bool = False
-    grad_checkpointing: bool = False  # recompute activations in backward: far less memory
-    # Run each micro-batch's shared token prefix once (exact; see ``_forward_shared_prefix``).
-    share_prefix: bool = True
-    # The rollouts' sampling temperature: RL logprobs are those of softmax(logits / T), the
-    # distribution the engine sampled from (training rollouts use no top-k/top-p filter).
-    temperature: float = 1.0
-    loss: LossConfig = field(default_factory=LossConfig)
+from cheetah.rl.loss import entropy_from_logits, policy_loss, token_logprobs
 
 
 @dataclass
@@ -146,9 +130,21 @@ def _pad(batch: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 class Trainer:
-    def __init__(self, model: Any, tokenizer: Any, cfg: TrainConfig | None = None) -> None:
+    """``temperature`` is the rollouts' sampling temperature: RL logprobs are those of
+    softmax(logits / T), the distribution the engine sampled from (training rollouts use
+    no top-k/top-p filter); SFT and ``logprobs(temperature=1)`` use T = 1."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        cfg: TrainConfig | None = None,
+        *,
+        temperature: float = 1.0,
+    ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.cfg = cfg or TrainConfig()
+        self.temperature = temperature
         self.opt = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=self.cfg.lr,
@@ -217,7 +213,7 @@ class Trainer:
         # sliding-window or other special cache layers: whole sequences, as without the option
         share_prefix = self.cfg.share_prefix and self._prefix_cache_ok
         for mb in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefix):
-            temperature = self.cfg.temperature if objective == "rl" else 1.0
+            temperature = self.temperature if objective == "rl" else 1.0
             prefix = shared_prefix_len(mb) if share_prefix and len(mb) > 1 else 0
             f = self._forward(_pad(mb, self.pad_id), temperature, prefix)
             lp, mask = f["lp"], f["mask"]
@@ -276,8 +272,8 @@ class Trainer:
     @torch.no_grad()
     def logprobs(self, sample: Sample, temperature: float | None = None) -> list[float]:
         """The trainer's logprob of each masked-in token of ``sample`` under the rollouts'
-        sampling distribution (``cfg.temperature`` unless given), for mismatch checks."""
-        t = self.cfg.temperature if temperature is None else temperature
+        sampling distribution (the trainer's ``temperature`` unless given), for mismatch checks."""
+        t = self.temperature if temperature is None else temperature
         return self._forward(_pad([sample], self.pad_id), t)["lp"][0].tolist()
 
     # -- weights out ------------------------------------------------------------------

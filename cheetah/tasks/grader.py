@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from ruff.__main__ import find_ruff_bin
 
 from cheetah.core.workspace import PathError
@@ -54,7 +54,10 @@ _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 
 
 class GraderConfig(BaseModel):
-    """How a workspace is graded. One source of truth: the eval and validate both take it."""
+    """How a workspace is graded. One source of truth: eval, validate and the training run's
+    ``[grader]`` section all take it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     check_timeout_s: float = Field(120.0, description="limit for each pytest call or command check")
     correctness_weight: float = Field(0.8, description="weight of 'all checks pass' in the reward")

@@ -60,6 +60,31 @@ def test_config_overrides_and_errors(tmp_path):
         load_config(bad)
 
 
+def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
+    from cheetah.model.loading import build_tiny
+    from cheetah.rl.loss import DEFAULT_LOSS
+    from cheetah.rl.trainer import Trainer
+    from cheetah.tasks.grader import GraderConfig
+
+    toml = tmp_path / "c.toml"
+    toml.write_text("[train.loss]\nclip_high = 0.4\n[grader]\ncheck_timeout_s = 9\n")
+    cfg = load_config(toml, ["train.loss.is_cap=3", "train.weight_decay=0.01"])
+    assert (cfg.train.loss.clip_high, cfg.train.loss.is_cap) == (0.4, 3.0)
+    assert cfg.train.loss.clip_low == DEFAULT_LOSS.clip_low  # defaulted once, in LossConfig
+    assert (
+        cfg.grader.check_timeout_s == 9 and cfg.grader.lint_penalty == GraderConfig().lint_penalty
+    )
+    tiny = build_tiny()
+    trainer = Trainer(tiny.model, tiny.tokenizer, cfg.train, temperature=cfg.rollout.temperature)
+    assert trainer.cfg.loss.clip_high == 0.4 and trainer.opt.defaults["weight_decay"] == 0.01
+    with pytest.raises(ConfigError, match=r"train\.loss\.clip_hi"):
+        load_config(None, ["train.loss.clip_hi=1"])
+    with pytest.raises(ConfigError, match="grader"):
+        load_config(None, ["grader.timeout=1"])
+    with pytest.raises(ConfigError, match="is a value, not a table"):
+        load_config(None, ["train.steps=2", "train.steps.x=1"])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
 def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):

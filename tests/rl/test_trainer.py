@@ -208,9 +208,7 @@ async def test_logprobs_are_recomputed_under_the_sampling_temperature(tokenizer,
         engine.close()
     sample = sample_from_trajectory(traj, tokenizer, advantage=1.0)
     theirs = [lp for t in traj.turns for lp in t.logprobs]
-    trainer = Trainer(
-        build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(temperature=0.8)
-    )
+    trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, temperature=0.8)
     ours = trainer.logprobs(sample)
     assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
     at_one = trainer.logprobs(sample, temperature=1.0)
