@@ -116,4 +116,4 @@ class FakeRollout:
         )
         versions = [t.policy_version or 0 for t in traj.turns]
         reward = float(len(traj.turns) <= self.work.turns_median)
-        return Finished(spec, reward=reward, versions=versions, payload=len(traj.turns))
+        return Finished(spec, reward=reward, versions=versions, trajectory=traj.model_dump_json())

@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,13 @@ class RolloutSpec:
 
 @dataclass
 class Finished:
+    """One rollout's record, as it travels from a worker to the driver (through Ray)."""
+
     spec: RolloutSpec
     reward: float
     versions: list[int]  # policy version of each turn
-    payload: Any = None  # the trajectory, for real drivers
-    error: str | None = None  # the task could not run (snapshot, setup): its group is dropped
+    trajectory: str | None = None  # the Trajectory as JSON (parsed once, by the driver)
+    error: str | None = None  # the task could not run, or the episode broke: group dropped
 
     @property
     def oldest_version(self) -> int:

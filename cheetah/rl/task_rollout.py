@@ -2,7 +2,7 @@
 
 One task, one env-fleet session, the harness with the policy engine, the grader: all through
 ``tasks.episode.run_episode``, the episode that eval and SFT run too; then the shaped reward
-(``rl/reward.py``). The result is a ``Finished`` record whose payload is the trajectory JSON.
+(``rl/reward.py``). The result is a ``Finished`` record carrying the trajectory as JSON.
 A task that could not run, or an episode the engine or the env broke (``AgentError``),
 returns an error instead: the driver drops its group, so RL never trains on a failure
 that was not the model's. Left out: retries (the fleet already fails sessions over).
@@ -80,4 +80,4 @@ class TaskRollout:
         assert traj is not None and ep.grade is not None
         traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
         versions = [t.policy_version or 0 for t in traj.turns]
-        return Finished(spec, reward=traj.reward, versions=versions, payload=traj.model_dump_json())
+        return Finished(spec, reward=traj.reward, versions=versions, trajectory=traj.model_dump_json())

@@ -200,7 +200,7 @@ class TrainJob:
                 self.log(f"held-out task {task.id} could not run ({label}): {first}")
                 graded.append((task, None))
             else:
-                graded.append((task, Trajectory.model_validate_json(r.payload)))
+                graded.append((task, Trajectory.model_validate_json(r.trajectory)))
         stage = stage_record(label, graded)
         calls = [call_success_rate(t) for _, t in graded if t is not None]
         stage["call_success"] = statistics.fmean(calls) if calls else 0.0
@@ -313,7 +313,7 @@ class TrainJob:
                 f.spec.sample,
                 f.reward,
                 f.versions,
-                f.payload,
+                f.trajectory,
             )
 
         async def on_batch(batch: list[Group]) -> None:
@@ -352,15 +352,15 @@ class TrainJob:
 
         from cheetah.rl.loss import group_advantages
 
-        rewards, gids, payloads, ids = [], [], [], []
+        rewards, gids, jsons, ids = [], [], [], []
         for g in batch:
             for f in g.rollouts:
                 rewards.append(f.reward)
                 gids.append(g.group_id)
-                payloads.append(f.payload)
+                jsons.append(f.trajectory)
                 ids.append(f.spec.rollout_id)
         adv = group_advantages(torch.tensor(rewards), torch.tensor(gids))
-        trajs = [Trajectory.model_validate_json(p) for p in payloads]  # parsed once per step
+        trajs = [Trajectory.model_validate_json(j) for j in jsons]  # parsed once per step
         samples, skipped = [], 0
         for a, traj, rid in zip(adv.tolist(), trajs, ids, strict=True):
             try:

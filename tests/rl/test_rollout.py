@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 import ray
 
+from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.fake import FakeEngine, FakeRollout, FakeWork
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import RolloutScheduler
@@ -61,4 +62,5 @@ def test_async_run_trains_every_rollout_once_and_survives_a_dead_worker(ray_loca
     assert stats.worker_failures >= 1 and sched.stats.failed >= 1
     assert victim not in workers and sched.stats.started == 96 + sched.stats.failed
     assert len(versions_seen) > 1  # rollouts ran across weight updates
-    assert all(len(r.versions) == r.payload for r in trained)  # a version on every turn
+    turns = [len(Trajectory.model_validate_json(r.trajectory).turns) for r in trained]
+    assert [len(r.versions) for r in trained] == turns  # a version on every turn
