@@ -130,3 +130,18 @@ def test_agent_with_an_in_process_model_records_engine_tokens(sample_repo, tmp_p
     assert turn.policy_version == 0 and traj.policy == "engine:tiny"
     r = cheetah("agent", "q", "--repo", sample_repo, "--model", str(tmp_path / "no-model"))
     assert r.returncode == 2 and "unknown model" in r.stderr
+
+
+def test_limit_flags_come_from_the_typed_limits(tmp_path):
+    from cheetah.harness.loop import AgentLimits
+
+    r = cheetah("agent", "--help")
+    assert f"(default: {AgentLimits().max_turns})" in r.stdout and "--max-wall-s" in r.stdout
+    r = cheetah(
+        "agent", "q", "--repo", tmp_path, "--model", f"scripted:{FIX_SCRIPT}", "--max-turns", "0"
+    )
+    assert (
+        r.returncode == 2 and "--max-turns: Input should be greater than or equal to 1" in r.stderr
+    )
+    r = cheetah("eval", "--help")
+    assert "--max-tokens" in r.stdout and f"(default: {AgentLimits().max_tokens})" in r.stdout

@@ -7,6 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from cheetah.cli.flags import LIMIT_FLAGS, add_flags, from_flags
+from cheetah.harness.loop import AgentLimits
 from cheetah.search.code_search import EmbeddingCodeSearch
 
 
@@ -15,7 +17,7 @@ def _agent(args: argparse.Namespace) -> int:
 
     from cheetah.core.workspace import LocalWorkspace
     from cheetah.harness.display import TurnPrinter
-    from cheetah.harness.loop import AgentLimits, run_agent
+    from cheetah.harness.loop import run_agent
     from cheetah.harness.policy import PolicyError
     from cheetah.harness.select import policy_from_spec
 
@@ -31,9 +33,11 @@ def _agent(args: argparse.Namespace) -> int:
     except (FileNotFoundError, PolicyError) as e:
         print(f"cheetah agent: {e}", file=sys.stderr)
         return 2
-    limits = AgentLimits(
-        max_turns=args.max_turns, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s
-    )
+    try:
+        limits = from_flags(AgentLimits, args, LIMIT_FLAGS)
+    except ValueError as e:
+        print(f"cheetah agent: {e}", file=sys.stderr)
+        return 2
     printer = TurnPrinter(console)
     on_turn = None if args.quiet else printer
     if args.sandbox:
@@ -112,14 +116,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     agent.add_argument("--model", required=True, help=MODEL_HELP)
     agent.add_argument("--model-name", help="model name to send to the server (default: its first)")
     agent.add_argument("--out", type=Path, help="write the trajectory JSON here")
-    agent.add_argument("--max-turns", type=int, default=30, help="stop after this many turns")
-    agent.add_argument(
-        "--max-tokens",
-        type=int,
-        default=32_000,
-        help="stop once the model has written this many tokens in all",
-    )
-    agent.add_argument("--max-wall-s", type=float, default=600.0, help="stop after this long")
+    add_flags(agent, AgentLimits, LIMIT_FLAGS)
     agent.add_argument(
         "--max-new-tokens", type=int, default=2048, help="tokens per assistant message"
     )

@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from cheetah.cli.flags import LIMIT_FLAGS, add_flags, from_flags
+from cheetah.harness.loop import AgentLimits
 from cheetah.progress import Pace
 from cheetah.search.code_search import EmbeddingCodeSearch
 
@@ -233,12 +235,15 @@ def _eval(args: argparse.Namespace) -> int:
         # model-backed policies are stateless per call and may be costly to build: share one.
         return build() if args.model.startswith("scripted:") else shared
 
+    try:
+        limits = from_flags(AgentLimits, args, LIMIT_FLAGS)
+    except ValueError as e:
+        print(f"cheetah eval: {e}", file=sys.stderr)
+        return 2
     config = EvalConfig(
         samples=args.samples,
         concurrency=args.concurrency,
-        max_turns=args.max_turns,
-        max_tokens=args.max_tokens,
-        max_wall_s=args.max_wall_s,
+        limits=limits,
         grader=GraderConfig(check_timeout_s=args.check_timeout),
     )
     console = Console(stderr=True)
@@ -454,9 +459,7 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
     e.add_argument("--model-name", help="model name to send to the server (default: its first)")
     e.add_argument("--temperature", type=float, default=0.0)
     e.add_argument("--max-new-tokens", type=int, default=2048, help="tokens per assistant message")
-    e.add_argument("--max-turns", type=int, default=30)
-    e.add_argument("--max-tokens", type=int, default=32_000, help="completion tokens per sample")
-    e.add_argument("--max-wall-s", type=float, default=600.0, help="agent wall time per sample")
+    add_flags(e, AgentLimits, LIMIT_FLAGS)
     e.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
     _session_options(e, "fleet")
     _task_filters(e)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
 from cheetah.core.workspace import Workspace
@@ -37,14 +38,20 @@ search the code, make small exact edits, and run the tests to check your work. P
 relative to the repository root."""
 
 
-@dataclass
-class AgentLimits:
-    """When the loop stops even if the model has not finished."""
+class AgentLimits(BaseModel):
+    """When the loop stops even if the model has not finished; defaulted here once (the CLI
+    flags of ``cheetah agent`` and ``cheetah eval`` are derived from these fields)."""
 
-    max_turns: int = 30
-    max_tokens: int = 32_000
-    max_wall_s: float = 600.0
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int = Field(30, ge=1, description="stop after this many turns")
+    max_tokens: int = Field(
+        32_000, ge=1, description="stop once the model has written this many tokens in all"
+    )
+    max_wall_s: float = Field(600.0, gt=0, description="stop after this many seconds")
+    call_timeout_s: float = Field(
+        DEFAULT_CALL_TIMEOUT_S, gt=0, description="limit for one tool call, in seconds"
+    )
 
 
 @runtime_checkable

@@ -80,4 +80,6 @@ class TaskRollout:
         assert traj is not None and ep.grade is not None
         traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
         versions = [t.policy_version or 0 for t in traj.turns]
-        return Finished(spec, reward=traj.reward, versions=versions, trajectory=traj.model_dump_json())
+        return Finished(
+            spec, reward=traj.reward, versions=versions, trajectory=traj.model_dump_json()
+        )

@@ -41,16 +41,9 @@ class EvalConfig(BaseModel):
 
     samples: int = Field(1, ge=1, description="samples (rollouts) per task: the k of pass@k")
     concurrency: int = Field(2, ge=1, description="samples running at once")
-    max_turns: int = Field(30, description="agent turn limit per sample")
-    max_tokens: int = Field(32_000, description="agent completion-token limit per sample")
-    max_wall_s: float = Field(600.0, description="agent wall-time limit per sample")
+    limits: AgentLimits = Field(default_factory=AgentLimits, description="per sample")
     setup_timeout_s: float = Field(600.0, description="limit for a task's setup command")
     grader: GraderConfig = Field(default_factory=GraderConfig)
-
-    def limits(self) -> AgentLimits:
-        return AgentLimits(
-            max_turns=self.max_turns, max_tokens=self.max_tokens, max_wall_s=self.max_wall_s
-        )
 
 
 class SampleResult(BaseModel):
@@ -107,7 +100,7 @@ async def run_sample(
             task,
             policy_factory(task),
             sessions,
-            limits=config.limits(),
+            limits=config.limits,
             grader=config.grader,
             setup_timeout_s=config.setup_timeout_s,
         )
