@@ -53,7 +53,10 @@ kernels, so the caller's event loop (an HTTP server, the rollout workers) stays 
 
 The model runs where the caller put it (inputs follow its device; sampling runs on CPU);
 only CPU is exercised here. Left out: paged KV memory (cached prefixes are copied into the
-batch, not shared), speculative decoding, chunked prefill, CUDA graphs.
+batch, not shared), speculative decoding, chunked prefill, CUDA graphs. Longer than most
+modules because the engine thread's loop (admission, prefill with cached prefixes, decode,
+weight loads between steps) shares one state; the pieces that stand alone live beside it
+(batch, sampling, prefix_cache, detokenize).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Held-out evaluation stages of a training run (base model, after SFT, after RL) and the
-summary that compares them. Pure functions over graded trajectories.
+summary that compares them: ``run_stage`` runs one on the rollout workers, the rest are
+pure functions over graded trajectories.
 
 Every stage evaluates the same held-out tasks, greedily, one sample each, so stages can
 be compared task by task: a stage records its pass rate with a Wilson 95% interval, its
@@ -13,9 +14,15 @@ standalone ``cheetah eval`` reports those.
 
 from __future__ import annotations
 
+import asyncio
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 from cheetah.harness.trajectory import Trajectory
+from cheetah.progress import Pace
+from cheetah.rl.reward import call_success_rate
+from cheetah.rl.scheduler import Finished, RolloutSpec
 from cheetah.tasks.metrics import behaviour
 from cheetah.tasks.patch import parse_patch
 from cheetah.tasks.schema import Task
@@ -93,3 +100,43 @@ def table(summary: dict[str, Any]) -> str:
             f"{c['only_before']}, exact McNemar p = {c['mcnemar_p']:.2g}"
         )
     return "\n".join(lines)
+
+
+async def run_stage(
+    label: str, tasks: list[Task], workers: list[Any], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Every held-out task once, greedy (``mode="eval"``), spread over the rollout
+    ``workers`` (Ray handles); a task that fails to run counts as unsolved."""
+    specs = [RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(tasks)]
+    done, pace = [0], Pace()
+
+    async def run(i: int, spec: RolloutSpec) -> Finished:
+        try:
+            return await workers[i % len(workers)].run.remote(spec)
+        finally:
+            done[0] += 1
+            if pace.due():
+                log(f"held-out {label}: {done[0]}/{len(specs)} tasks run")
+
+    results = await asyncio.gather(
+        *(run(i, s) for i, s in enumerate(specs)), return_exceptions=True
+    )
+    graded: list[tuple[Task, Trajectory | None]] = []
+    for task, r in zip(tasks, results, strict=True):
+        if isinstance(r, BaseException) or r.error or r.trajectory is None:
+            why = str(r if isinstance(r, BaseException) else r.error).strip()
+            first = why.splitlines()[0] if why else "no error message"  # Ray's run long
+            log(f"held-out task {task.id} could not run ({label}): {first}")
+            graded.append((task, None))
+        else:
+            graded.append((task, Trajectory.model_validate_json(r.trajectory)))
+    stage = stage_record(label, graded)
+    calls = [call_success_rate(t) for _, t in graded if t is not None]
+    stage["call_success"] = statistics.fmean(calls) if calls else 0.0
+    lo, hi = stage["ci95"]
+    log(
+        f"held-out pass rate {label}: {stage['pass_rate']:.3f} "
+        f"(95% CI {lo:.3f}-{hi:.3f}, {stage['tasks']} tasks, greedy), "
+        f"tool calls without error {stage['call_success']:.3f}"
+    )
+    return stage

@@ -32,25 +32,20 @@ import asyncio
 import json
 import os
 import random
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import ray
 
-from cheetah.harness.trajectory import Trajectory
 from cheetah.inference.ray_engine import EngineActor, RayEngine
 from cheetah.model.loading import load_policy
-from cheetah.progress import Pace
 from cheetah.rl.config import TrainRunConfig
-from cheetah.rl.data import SampleError, sample_from_trajectory, truncation_metrics
 from cheetah.rl.lr_schedule import lr_at
-from cheetah.rl.report import behaviour_metrics, plot_curves
-from cheetah.rl.reward import call_success_rate
+from cheetah.rl.report import plot_curves
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
-from cheetah.rl.stages import stage_record, summarize, table
+from cheetah.rl.stages import run_stage, summarize, table
 from cheetah.rl.store import RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 
@@ -171,46 +166,11 @@ class TrainJob:
 
     # -- evaluation -----------------------------------------------------------------------
     async def evaluate(self, label: str) -> dict[str, Any] | None:
-        """One held-out stage (greedy, one sample per task): recorded in the store as
-        ``stage_<label>`` and returned. A task that fails to run counts as unsolved."""
+        """One held-out stage (``rl/stages.run_stage``), recorded as ``stage_<label>``."""
         if not self.eval_tasks:
             return None
-        handles = list(self.workers.values())
-        specs = [
-            RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(self.eval_tasks)
-        ]
-        done, pace = [0], Pace()
-
-        async def run(i: int, spec: RolloutSpec) -> Finished:
-            try:
-                return await handles[i % len(handles)].run.remote(spec)
-            finally:
-                done[0] += 1
-                if pace.due():
-                    self.log(f"held-out {label}: {done[0]}/{len(specs)} tasks run")
-
-        results = await asyncio.gather(
-            *(run(i, s) for i, s in enumerate(specs)), return_exceptions=True
-        )
-        graded = []
-        for task, r in zip(self.eval_tasks, results, strict=True):
-            if isinstance(r, BaseException) or r.error:
-                why = str(r if isinstance(r, BaseException) else r.error).strip()
-                first = why.splitlines()[0] if why else "no error message"  # Ray's run long
-                self.log(f"held-out task {task.id} could not run ({label}): {first}")
-                graded.append((task, None))
-            else:
-                graded.append((task, Trajectory.model_validate_json(r.trajectory)))
-        stage = stage_record(label, graded)
-        calls = [call_success_rate(t) for _, t in graded if t is not None]
-        stage["call_success"] = statistics.fmean(calls) if calls else 0.0
+        stage = await run_stage(label, self.eval_tasks, list(self.workers.values()), self.log)
         self.store.set_meta(f"stage_{label}", stage)
-        lo, hi = stage["ci95"]
-        self.log(
-            f"held-out pass rate {label}: {stage['pass_rate']:.3f} "
-            f"(95% CI {lo:.3f}-{hi:.3f}, {stage['tasks']} tasks, greedy), "
-            f"tool calls without error {stage['call_success']:.3f}"
-        )
         return stage
 
     # -- SFT warm start ----------------------------------------------------------------------
@@ -348,42 +308,11 @@ class TrainJob:
             await run_rollouts(scheduler, self.workers, on_batch, on_result=on_result)
 
     async def _train_step(self, step: int, batch: list[Group], resampled: int = 0) -> None:
-        import torch
+        from cheetah.rl.step_batch import build_step_batch
 
-        from cheetah.rl.loss import group_advantages
-
-        rewards, gids, jsons, ids = [], [], [], []
-        for g in batch:
-            for f in g.rollouts:
-                rewards.append(f.reward)
-                gids.append(g.group_id)
-                jsons.append(f.trajectory)
-                ids.append(f.spec.rollout_id)
-        adv = group_advantages(torch.tensor(rewards), torch.tensor(gids))
-        trajs = [Trajectory.model_validate_json(j) for j in jsons]  # parsed once per step
-        samples, skipped = [], 0
-        for a, traj, rid in zip(adv.tolist(), trajs, ids, strict=True):
-            try:
-                samples.append(
-                    sample_from_trajectory(
-                        traj,
-                        self.tokenizer,
-                        advantage=a,
-                        rollout_id=rid,
-                        max_len=self.cfg.train.max_seq_len,
-                    )
-                )
-            except SampleError:
-                skipped += 1
-        metrics: dict[str, float] = {
-            "reward_mean": statistics.fmean(rewards),
-            "pass_rate": statistics.fmean(t.solved for t in trajs),
-            "samples_skipped": skipped,
-            "groups_resampled": resampled,
-        }
-        metrics.update(behaviour_metrics(trajs))
-        metrics.update(truncation_metrics(samples, trajs))
-        if samples and any(s.advantage != 0 for s in samples):
+        b = build_step_batch(batch, self.tokenizer, self.cfg.train.max_seq_len, resampled)
+        metrics, samples, ids = b.metrics, b.samples, b.rollout_ids
+        if b.has_signal:
             t = self.cfg.train
             metrics["lr"] = lr_at(step - 1, t.steps, t.lr, t.warmup_frac, t.lr_decay)
             self.trainer.set_lr(metrics["lr"])

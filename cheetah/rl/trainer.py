@@ -26,7 +26,9 @@ remote engines (vLLM, SGLang, ``cheetah serve``) reload. Both report their time.
 Checkpoints are HF directories (``save_pretrained``, safetensors) plus
 ``trainer_state.pt`` (optimizer, step, version, RNG) and ``cursor.json`` (whatever the
 caller needs to resume its data stream). Deliberately left out: FSDP and tensor
-parallelism (one process here; the scale path is FSDP2 around the same step).
+parallelism (one process here; the scale path is FSDP2 around the same step). Longer than
+most modules: the forward with a shared prefix, the step and the checkpoint format all
+depend on the same model and optimizer state, and split apart they would pass it around.
 """
 
 from __future__ import annotations

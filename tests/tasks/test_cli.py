@@ -1,8 +1,9 @@
 import argparse
 import json
 
+from cheetah.cli import eval as eval_verb
 from cheetah.cli import main
-from cheetah.cli.tasks import add_commands
+from cheetah.cli import tasks as tasks_verbs
 
 from .conftest import bug_task
 
@@ -15,7 +16,8 @@ def write_tasks(path, *tasks):
 def test_verbs_register_on_a_parent_parser():
     parser = argparse.ArgumentParser(prog="cheetah")
     sub = parser.add_subparsers(dest="verb")
-    add_commands(sub)
+    tasks_verbs.add_commands(sub)
+    eval_verb.add_commands(sub)
     args = parser.parse_args(
         ["eval", "--tasks", "t.jsonl", "--model", "oracle", "--out", "d", "--samples", "3"]
     )

@@ -1,0 +1,138 @@
+"""What the task verbs share (``cheetah tasks ...`` and ``cheetah eval``): loading a task
+file with the filter flags, choosing where task sessions run (``--sandbox``,
+``--env-url``), and progress that is a bar on a terminal and a line every ~10 s in logs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cheetah.progress import Pace
+
+SESSIONS_HELP = (
+    "Workspaces are temp copies of each task's snapshot and commands run unsandboxed with "
+    "your rights: use trusted task files and models only."
+)
+
+
+class LineProgress:
+    """``rich.progress.Progress``'s few methods used here, as plain lines: one every ~10 s
+    and one at the end, for output that is not a terminal (logs, CI)."""
+
+    def __init__(self, console, total: int, what: str) -> None:
+        self.console, self.what = console, what
+        self.total, self.completed, self.last, self.pace = total, 0, "", Pace()
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._line()
+
+    def update(self, _task, *, advance: int = 0, total=None, completed=None, last="") -> None:
+        self.total = self.total if total is None else total
+        self.completed = (self.completed if completed is None else completed) + advance
+        self.last = last or self.last
+        if self.pace.due():
+            self._line()
+
+    def _line(self) -> None:
+        self.console.print(
+            f"{self.what}: {self.completed}/{self.total} {self.last}", soft_wrap=True
+        )
+
+
+def progress_for(console, total: int, what: str):
+    """A progress bar on a terminal, a line every ~10 s otherwise."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not console.is_terminal:
+        return LineProgress(console, total, what), 0
+    progress = Progress(
+        TextColumn(f"[bold]{what}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        transient=False,
+    )
+    task = progress.add_task(what, total=total, last="")
+    return progress, task
+
+
+def load_task_file(path: Path, args: argparse.Namespace, verb: str):
+    from cheetah.tasks.loaders import TaskFileError, load_tasks, select_tasks
+
+    try:
+        tasks = load_tasks(path)
+    except TaskFileError as e:
+        print(f"cheetah {verb}: malformed task file:\n{e}", file=sys.stderr)
+        return None
+    return select_tasks(
+        tasks,
+        split=getattr(args, "split", None),
+        tier=getattr(args, "tier", None),
+        ids=getattr(args, "id", None),
+        limit=getattr(args, "limit", None),
+    )
+
+
+def task_sessions(args: argparse.Namespace, code_search=None):
+    """An async context giving the ``TaskSessions`` that ``--sandbox``/``--env-url`` ask for
+    (``code_search`` backs codebase_search in sessions of this process; env servers have
+    their own)."""
+    import contextlib
+
+    from cheetah.tasks.fleet import fleet_sessions
+    from cheetah.tasks.session import local_sessions
+
+    if args.env_url or args.sandbox == "fleet":
+        token = None
+        if args.env_url:
+            from cheetah.sandbox.server import read_token
+
+            token = read_token(args.env_token_file)
+        return fleet_sessions(args.env_url or [], token, backend="isolated")
+    return contextlib.nullcontext(local_sessions(args.sandbox, code_search=code_search))
+
+
+def bad_session_args(args: argparse.Namespace, verb: str) -> bool:
+    """Print what is wrong with --env-url/--env-token-file (before any work starts)."""
+    if args.env_url and not args.env_token_file:
+        print(f"cheetah {verb}: --env-url needs --env-token-file", file=sys.stderr)
+        return True
+    return False
+
+
+async def with_sessions(args: argparse.Namespace, job, code_search=None):
+    """Run ``job(sessions)`` inside the session context of ``args``."""
+    async with task_sessions(args, code_search) as sessions:
+        return await job(sessions)
+
+
+def session_options(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--sandbox",
+        choices=["fleet", "isolated", "local"],
+        default=default,
+        help="where agents and checks run: 'fleet' = sessions on env servers through the "
+        "fleet client (the --env-url servers, or one isolated server started for this run), "
+        "'isolated' = isolated sessions in this process, 'local' = temp copies run "
+        f"UNSANDBOXED (trusted tasks and models only). Default: {default}",
+    )
+    p.add_argument(
+        "--env-url",
+        action="append",
+        metavar="URL",
+        help="an env server (cheetah env serve) to run on; repeat for a fleet (implies fleet)",
+    )
+    p.add_argument("--env-token-file", help="file holding the env servers' bearer token")
+
+
+def task_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=["train", "heldout"], help="only tasks of this split")
+    p.add_argument("--tier", help="only tasks of this tier (e.g. easy)")
+    p.add_argument("--id", action="append", help="only this task id (repeatable)")
+    p.add_argument("--limit", type=int, help="only the first N tasks (after the filters)")
