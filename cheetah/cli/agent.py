@@ -19,7 +19,7 @@ def _agent(args: argparse.Namespace) -> int:
     from cheetah.harness.display import TurnPrinter
     from cheetah.harness.loop import run_agent
     from cheetah.harness.policy import PolicyError
-    from cheetah.harness.select import policy_from_spec
+    from cheetah.harness.policy_spec import policy_from_spec
 
     console = Console(stderr=args.quiet)
     try:
@@ -102,7 +102,7 @@ async def _agent_sandboxed(args, policy, limits, on_turn):
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from cheetah.harness.select import MODEL_HELP
+    from cheetah.harness.policy_spec import MODEL_HELP
 
     agent = sub.add_parser(
         "agent",

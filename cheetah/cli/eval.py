@@ -28,7 +28,7 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.harness.policy import PolicyError
-    from cheetah.harness.select import policy_from_spec
+    from cheetah.harness.policy_spec import policy_from_spec
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.grader import GraderConfig
     from cheetah.tasks.oracle import OraclePolicy
@@ -117,7 +117,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def add_eval_command(subparsers) -> argparse.ArgumentParser:
     """``cheetah eval --tasks FILE --model MODEL --samples K --concurrency N --out DIR``."""
-    from cheetah.harness.select import MODEL_HELP
+    from cheetah.harness.policy_spec import MODEL_HELP
 
     e = subparsers.add_parser(
         "eval",

@@ -16,7 +16,7 @@ def _train(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"cheetah {args.verb}: {e}", file=sys.stderr)
         return 2
-    from cheetah.rl.train import TrainJob
+    from cheetah.rl.job import TrainJob
 
     try:
         job = TrainJob(cfg, resume=getattr(args, "resume", False))
