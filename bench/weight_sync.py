@@ -2,6 +2,8 @@
 
     python bench/weight_sync.py                      # SmolLM2-135M, fp32 and bf16
     python bench/weight_sync.py --model tiny --dtypes float32
+    python bench/weight_sync.py --between runs/quickstart/checkpoints/step-2 \
+        runs/quickstart/checkpoints/step-3     # one real RL step of a run
 
 Loads the model (float32, CPU), takes ``--warmup-steps`` AdamW steps on random gradients (so
 the optimizer's moments are not all at their first-step values, where every weight moves by
@@ -15,7 +17,9 @@ then, per dtype (the weights cast to it, as an engine in that dtype would hold t
   the file, so reading alone would defer the work to the page faults of the engine's copy):
   seconds and bytes on disk. The file is in the page cache, so no disk or network time counts.
 
-Each timing is the best of ``--repeat`` (default 1). Left out: the HTTP transfer itself (bytes are what it
+With ``--between BASE NEW`` (two checkpoints of a run one optimizer step apart, such as the
+quickstart's ``step-2`` and ``step-3``) the base and new weights are those of that real RL
+step instead. Each timing is the best of ``--repeat`` (default 1). Left out: the HTTP transfer itself (bytes are what it
 costs), the server's ``load_state_dict`` (the same for both paths), GPU runs, and real
 gradients (a random-gradient step changes every weight, as a real step does, but its
 direction is noise).
@@ -82,21 +86,34 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--between",
+        nargs=2,
+        metavar=("BASE", "NEW"),
+        help="two checkpoint directories of a run, one optimizer step apart: measure that "
+        "real step instead of a random-gradient one",
+    )
     args = ap.parse_args()
     print("command: python " + shlex.join(sys.argv), flush=True)
     print(f"threads: torch {torch.get_num_threads()}, cpus {os.cpu_count()}", flush=True)
 
-    model = load_model(args.model).model
-    params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(args.warmup_steps):
+    if args.between:
+        base_dir, args.model = args.between
+        base32 = _state(load_model(base_dir).model, torch.float32)
+        model = load_model(args.model).model
+        what = f"one real optimizer step: {base_dir} -> {args.model}"
+    else:
+        model = load_model(args.model).model
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(args.warmup_steps):
+            _step(model, opt, gen)
+        base32 = _state(model, torch.float32)
         _step(model, opt, gen)
-    base32 = _state(model, torch.float32)
-    _step(model, opt, gen)
+        what = f"AdamW lr {args.lr:g}, {args.warmup_steps} warm-up steps, then one step"
+    params = sum(p.numel() for p in model.parameters())
     print(
-        f"model {args.model}: {params / 1e6:.1f}M parameters, {len(base32)} tensors; "
-        f"AdamW lr {args.lr:g}, {args.warmup_steps} warm-up steps, then one step",
+        f"model {args.model}: {params / 1e6:.1f}M parameters, {len(base32)} tensors; {what}",
         flush=True,
     )
 
