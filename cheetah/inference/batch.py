@@ -22,11 +22,12 @@ Left out: paged blocks, sharing KV memory between rows, and sliding-window layer
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Generic, TypeVar
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
+
+from cheetah.model.kv_cache import cache_keyword, cache_of
 
 Row = TypeVar("Row")
 SPARE_COLUMNS = 64  # room added whenever a layer's buffer must grow
@@ -37,9 +38,7 @@ class KVBatch(Generic[Row]):
         self.model = model
         self.pad_id = pad_id
         self.device = next(model.parameters()).device  # inputs follow the model
-        # transformers 5 renamed ``past_key_values`` to ``cache``; accept models of either era
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._cache_kw = cache_keyword(model)
         self.rows: list[Row] = []
         self._cache: Any = None
         self._mask: torch.Tensor | None = None  # [rows, columns], 1 = real token
@@ -87,7 +86,7 @@ class KVBatch(Generic[Row]):
             logits_to_keep=1,
             **{self._cache_kw: cache},
         )
-        self._merge(rows, _cache_of(out), mask)
+        self._merge(rows, cache_of(out), mask)
         return out.logits[:, -1, :]
 
     def _load_prefixes(
@@ -142,7 +141,7 @@ class KVBatch(Generic[Row]):
             use_cache=True,
             **{self._cache_kw: self._cache},
         )
-        self._cache, self._mask = _cache_of(out), mask
+        self._cache, self._mask = cache_of(out), mask
         self._positions = self._positions + 1
         return out.logits[:, -1, :]
 
@@ -285,8 +284,3 @@ def _left_pad(mask: torch.Tensor, width: int) -> torch.Tensor:
     if missing == 0:
         return mask
     return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], 1)
-
-
-def _cache_of(output: Any) -> Any:
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values

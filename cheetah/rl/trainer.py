@@ -33,7 +33,6 @@ depend on the same model and optimizer state, and split apart they would pass it
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -46,6 +45,7 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.memory import release_memory
+from cheetah.model.kv_cache import cache_keyword, cache_with, num_cache_layers
 from cheetah.rl.config import TrainConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.loss import entropy_from_logits, policy_loss, token_logprobs
@@ -367,12 +367,14 @@ def _forward_shared_prefix(
     worry is a replay that appends a second time).
     """
     rows, n = ids.shape
-    kw = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+    kw = cache_keyword(decoder)
     positions = torch.arange(n, device=ids.device)[None]
     with _cache_kept_under_checkpointing(decoder):
-        held = _cache(decoder.config, [_PrefixKV() for _ in range(_num_layers(decoder))])
+        held = cache_with(
+            decoder.config, [_PrefixKV() for _ in range(num_cache_layers(decoder.config))]
+        )
         decoder(input_ids=ids[:1, :prefix], position_ids=positions[:, :prefix], **{kw: held})
-        shared = _cache(
+        shared = cache_with(
             decoder.config, [_SharedPrefixKV(x.keys, x.values, rows) for x in held.layers]
         )
         out = decoder(
@@ -407,16 +409,6 @@ class _SharedPrefixKV(DynamicLayer):
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.cat([self.keys, key_states], -2), torch.cat([self.values, value_states], -2)
-
-
-def _cache(config: Any, layers: list[DynamicLayer]) -> DynamicCache:
-    cache = DynamicCache(config=config)
-    cache.layers = layers
-    return cache
-
-
-def _num_layers(decoder: Any) -> int:
-    return len(DynamicCache(config=decoder.config).layers)
 
 
 @contextmanager
