@@ -163,6 +163,11 @@ class TrainSection(TrainConfig):
         "cosine", description="after warmup: cosine decay to 10% of the peak, or constant"
     )
     max_seq_len: int = Field(2048)
+    loggers: list[Literal["tensorboard", "wandb"]] = Field(
+        default_factory=list,
+        description="also send metrics and stages to TensorBoard (<run>/tensorboard) and/or "
+        "W&B (offline in <run>/wandb unless WANDB_MODE is set); the run store always gets them",
+    )
     mxfp8: bool = Field(
         False,
         description="run every linear and expert GEMM of trainer and engine in MXFP8 "

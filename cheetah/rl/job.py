@@ -41,6 +41,7 @@ import ray
 from cheetah.inference.ray_engine import EngineActor, RayEngine
 from cheetah.model.loading import load_policy
 from cheetah.rl.config import TrainRunConfig
+from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.lr_schedule import lr_at
 from cheetah.rl.report import plot_curves
 from cheetah.rl.rollout import run_rollouts, start_workers
@@ -82,6 +83,8 @@ class TrainJob:
         self.order: list[str] = []
         self.rng = random.Random(cfg.run.seed)
         self.env_server: Any = None
+        check_available(cfg.train.loggers)
+        self.loggers: list[MetricLogger] = []
 
     def task_for_group(self, gid: int) -> str:
         while len(self.order) <= gid:  # a fresh shuffle per pass over the tasks
@@ -95,6 +98,9 @@ class TrainJob:
         from cheetah.rl.trainer import Trainer
 
         cfg = self.cfg
+        self.loggers = make_loggers(
+            cfg.train.loggers, self.dir, cfg.model_dump(mode="json"), cfg.run.name
+        )
         if not ray.is_initialized():
             # Ray runs workers at nice 15 by default, which put the engine, the run's critical
             # path, behind every other process on a shared machine (the run's own sandboxes
@@ -163,6 +169,9 @@ class TrainJob:
         if self.env_server is not None:
             self.env_server.stop()
             self.env_server = None
+        for logger in self.loggers:
+            logger.close()
+        self.loggers = []
 
     # -- evaluation -----------------------------------------------------------------------
     async def evaluate(self, label: str) -> dict[str, Any] | None:
@@ -171,6 +180,8 @@ class TrainJob:
             return None
         stage = await run_stage(label, self.eval_tasks, list(self.workers.values()), self.log)
         self.store.set_meta(f"stage_{label}", stage)
+        for logger in self.loggers:
+            logger.log_stage(stage)
         return stage
 
     # -- SFT warm start ----------------------------------------------------------------------
@@ -325,6 +336,8 @@ class TrainJob:
             metrics["train_skipped_no_signal"] = 1.0  # every group had equal rewards
         self.store.mark_trained(ids, step)
         self.store.log_metrics(step, metrics)
+        for logger in self.loggers:
+            logger.log_metrics(step, metrics)
         stats = (
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
             f"calls ok {metrics.get('call_success', 0.0):.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
@@ -397,4 +410,6 @@ class TrainJob:
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
         if summary["stages"]:
             self.log(table(summary))
+            for logger in self.loggers:
+                logger.log_summary(summary, table(summary))
         return summary

@@ -191,10 +191,16 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
             f'model.staging_dir="{staging}"',
             f'rollout.env_urls=["{env_server.url}"]',
             f'rollout.env_token_file="{env_server.token_file}"',
+            'train.loggers=["tensorboard"]',
         )
         out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, out[-3000:]
         assert (staging / "v1").is_dir()  # the SFT weights went to the server as a checkpoint
+        from tests.rl.test_loggers import read_events
+
+        tags = {v.tag for e in read_events(tmp_path / "quickstart" / "tensorboard")
+                for v in e.summary.value}  # fmt: skip
+        assert {"train/reward_mean", "stage/base/pass_rate", "stage/rl/pass_rate"} <= tags
         with sqlite3.connect(tmp_path / "quickstart" / "run.sqlite") as db:
             trajs = [json.loads(t) for (t,) in db.execute("SELECT trajectory FROM rollouts")]
         assert len(trajs) == 4
