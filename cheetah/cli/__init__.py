@@ -11,9 +11,9 @@ import argparse
 import sys
 
 from cheetah import __version__
-from cheetah.cli import agent, dashboard, env, eval, moe, search, tasks, tools, train
+from cheetah.cli import agent, dashboard, env, eval, export, moe, search, tasks, tools, train
 
-VERB_MODULES = (agent, tools, train, env, dashboard, moe, tasks, eval, search)
+VERB_MODULES = (agent, tools, train, env, dashboard, moe, tasks, eval, export, search)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,10 @@ def _train(args: argparse.Namespace) -> int:
     from cheetah.rl.config import ConfigError, load_config
 
     try:
-        cfg = load_config(args.config, args.set or [])
+        sets = list(args.set or [])
+        if getattr(args, "data", None):
+            sets.append(f'train.sft_data="{args.data}"')
+        cfg = load_config(args.config, sets)
     except ConfigError as e:
         print(f"cheetah {args.verb}: {e}", file=sys.stderr)
         return 2
@@ -44,6 +47,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             metavar="SECTION.KEY=VALUE",
             help="override one setting, e.g. --set train.steps=2 (repeatable)",
         )
+        if verb == "sft":
+            p.add_argument(
+                "--data",
+                type=Path,
+                help="train on the correct trajectories of this `cheetah export` file instead "
+                "of oracle demonstrations (same as --set train.sft_data=FILE)",
+            )
         if verb == "train":
             p.add_argument(
                 "--resume",

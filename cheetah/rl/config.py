@@ -177,6 +177,11 @@ class TrainSection(TrainConfig):
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
     sft_lr: float = Field(5e-5)
     sft_batch: int = Field(4, description="oracle trajectories per SFT step (rotating)")
+    sft_data: Path | None = Field(
+        None,
+        description="SFT on the correct trajectories of this chat-format JSON Lines file "
+        "(`cheetah export`) instead of oracle demonstrations",
+    )
     sft_run_tests: bool = Field(
         True, description="demonstrations run the tests before answering (False: edit, answer)"
     )

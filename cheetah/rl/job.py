@@ -41,11 +41,12 @@ import ray
 from cheetah.inference.ray_engine import EngineActor, RayEngine
 from cheetah.model.loading import load_policy
 from cheetah.rl.config import TrainRunConfig
+from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.lr_schedule import lr_at
 from cheetah.rl.report import plot_curves
 from cheetah.rl.rollout import run_rollouts, start_workers
-from cheetah.rl.scheduler import Finished, Group, RolloutScheduler, RolloutSpec
+from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import run_stage, summarize, table
 from cheetah.rl.store import RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
@@ -84,6 +85,7 @@ class TrainJob:
         self.rng = random.Random(cfg.run.seed)
         self.env_server: Any = None
         check_available(cfg.train.loggers)
+        self.sft_records = read_records(cfg.train.sft_data) if cfg.train.sft_data else None
         self.loggers: list[MetricLogger] = []
 
     def task_for_group(self, gid: int) -> str:
@@ -186,30 +188,25 @@ class TrainJob:
 
     # -- SFT warm start ----------------------------------------------------------------------
     async def sft(self) -> None:
-        """The warm start: oracle demonstrations of training tasks (``rl/sft.py``), then
-        ``sft_steps`` optimizer steps of ``sft_batch`` of them, then a weight sync."""
-        from cheetah.rl.sft import collect_demonstrations
-        from cheetah.tasks.fleet import fleet_sessions
+        """The warm start: oracle demonstrations of training tasks, or the correct
+        trajectories of ``train.sft_data`` (``rl/sft.py``), then ``sft_steps`` optimizer
+        steps of ``sft_batch`` of them, then a weight sync."""
+        from cheetah.rl.sft import sft_samples_for
 
         steps = self.cfg.train.sft_steps
         if steps <= 0:
             return
-        r = self.env_cfg.rollout
-        tasks = [t for t in self.train_tasks if t.reference_patch]
-        self.rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
-        tasks = tasks[: steps * max(1, self.cfg.train.sft_batch)]
-        async with fleet_sessions(r.env_urls, env_token(self.env_cfg)) as sessions:
-            samples = await collect_demonstrations(
-                tasks,
-                sessions,
-                self.tokenizer,
-                run_tests=self.cfg.train.sft_run_tests,
-                max_len=self.cfg.train.max_seq_len,
-                concurrency=r.workers * r.worker_capacity,
-                log=self.log,
-            )
+        samples = await sft_samples_for(
+            self.cfg,
+            self.env_cfg,
+            self.train_tasks,
+            self.sft_records,
+            self.tokenizer,
+            self.rng,
+            self.log,
+        )
         if not samples:
-            self.log("sft: no training task has a reference patch; skipped")
+            self.log("sft: no demonstration to train on; skipped")
             return
         cut = [s for s in samples if s.dropped_tokens]
         if cut:
@@ -237,18 +234,9 @@ class TrainJob:
         if ckpts:  # the RL step from the cursor: the trainer's own count includes SFT steps
             step = int(self.trainer.load_checkpoint(ckpts[-1])["step"])
         self.store.untrain_after(step)
-        rows = self.store.untrained()
+        finished = self.store.untrained()
         done = self.store.done_groups()
-        next_group = max([r["group_id"] for r in rows] + list(done) + [-1]) + 1
-        finished = [
-            Finished(
-                RolloutSpec(r["rollout_id"], r["group_id"], r["task_id"], r["sample"]),
-                r["reward"],
-                r["versions"],
-                r["trajectory"],
-            )
-            for r in rows
-        ]
+        next_group = max([f.spec.group_id for f in finished] + list(done) + [-1]) + 1
         scheduler.restore(next_group, done, finished)
         self.log(f"resumed at step {step}: {len(finished)} finished rollouts back from the store")
         return step

@@ -4,18 +4,22 @@
 tools, ``tasks/oracle.py``) on each task through ``tasks.episode.run_episode``, the episode
 eval and RL run too, many at once, and keeps the episodes the grader passes: a task whose
 session fails is reported and skipped, and a wrong fix is never imitated. ``TrainJob.sft``
-trains on the samples.
-Left out: demonstrations from any other policy (a stronger model's trajectories).
+trains on the samples. ``sft_samples_for`` chooses the source: those demonstrations, or
+the correct trajectories of a ``cheetah export`` file (``train.sft_data``: a stronger
+model's runs through ``cheetah eval``, say).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from typing import Any
 
 from cheetah.progress import Pace
+from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.data import Sample, sample_from_trajectory
+from cheetah.rl.export import sft_samples
 from cheetah.tasks.schema import Task
 
 
@@ -58,3 +62,40 @@ async def collect_demonstrations(
 
     found = await asyncio.gather(*(demonstrate(t) for t in tasks))
     return [s for s in found if s is not None]
+
+
+async def sft_samples_for(
+    cfg: TrainRunConfig,
+    env_cfg: TrainRunConfig,
+    train_tasks: list[Task],
+    records: list[dict[str, Any]] | None,
+    tokenizer: Any,
+    rng: random.Random,
+    log: Callable[[str], None],
+) -> list[Sample]:
+    """The warm start's samples: from ``records`` (``train.sft_data``) when given, else the
+    oracle's demonstrations of at most ``sft_steps x sft_batch`` training tasks, run on the
+    env servers of ``env_cfg``."""
+    t = cfg.train
+    if records is not None:
+        samples, skipped = sft_samples(records, tokenizer, t.max_seq_len)
+        log(f"sft: {len(samples)} correct trajectories from {t.sft_data} "
+            f"({skipped} wrong or ungraded left out)")  # fmt: skip
+        return samples
+    from cheetah.rl.task_rollout import env_token
+    from cheetah.tasks.fleet import fleet_sessions
+
+    r = env_cfg.rollout
+    tasks = [task for task in train_tasks if task.reference_patch]
+    rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
+    tasks = tasks[: t.sft_steps * max(1, t.sft_batch)]
+    async with fleet_sessions(r.env_urls, env_token(env_cfg)) as sessions:
+        return await collect_demonstrations(
+            tasks,
+            sessions,
+            tokenizer,
+            run_tests=t.sft_run_tests,
+            max_len=t.max_seq_len,
+            concurrency=r.workers * r.worker_capacity,
+            log=log,
+        )

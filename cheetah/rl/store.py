@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cheetah.rl.scheduler import Finished, RolloutSpec
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
@@ -98,16 +100,16 @@ class RunStore:
             self._db.execute("DELETE FROM metrics WHERE step > ?", (step,))
             return cur.rowcount
 
-    def untrained(self) -> list[dict[str, Any]]:
+    def untrained(self) -> list[Finished]:
+        """The finished rollouts no step has trained on, as the scheduler's records."""
         rows = self._db.execute(
             "SELECT rollout_id, group_id, task_id, sample, reward, versions, trajectory "
             "FROM rollouts WHERE trained_step IS NULL ORDER BY rollout_id"
         ).fetchall()
-        keys = ("rollout_id", "group_id", "task_id", "sample", "reward", "versions", "trajectory")
-        out = [dict(zip(keys, r, strict=True)) for r in rows]
-        for r in out:
-            r["versions"] = json.loads(r["versions"])
-        return out
+        return [
+            Finished(RolloutSpec(rid, gid, task, sample), reward, json.loads(versions), traj)
+            for rid, gid, task, sample, reward, versions, traj in rows
+        ]
 
     def done_groups(self) -> set[int]:
         """Groups whose rollouts were trained on (or dropped as stale)."""
