@@ -145,3 +145,26 @@ def test_limit_flags_come_from_the_typed_limits(tmp_path):
     )
     r = cheetah("eval", "--help")
     assert "--max-tokens" in r.stdout and f"(default: {AgentLimits().max_tokens})" in r.stdout
+
+
+def _without_ml(*argv: str) -> subprocess.CompletedProcess:
+    """``cheetah ARGV`` in a process where the `ml` extra's packages cannot be imported."""
+    code = (
+        "import sys\n"
+        "for m in ('torch', 'numpy', 'transformers', 'ray', 'matplotlib'): sys.modules[m] = None\n"
+        "from cheetah.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+
+
+def test_the_core_runs_without_the_ml_extra_and_names_it_when_needed(tmp_path):
+    from tests.conftest import REPO_ROOT
+
+    assert _without_ml("--version").stdout.startswith("cheetah ")
+    tasks = str(REPO_ROOT / "benchmarks" / "tasks.jsonl")
+    r = _without_ml("eval", "--tasks", tasks, "--model", "oracle", "--limit", "1",
+                    "--sandbox", "local", "--out", str(tmp_path / "report"))  # fmt: skip
+    assert r.returncode == 0 and "pass@1 1.000" in r.stdout, r.stderr[-2000:]
+    r = _without_ml("train", "--set", f"run.out_dir={tmp_path}")
+    assert r.returncode == 2 and "install the 'ml' extra" in r.stderr, r.stderr[-2000:]

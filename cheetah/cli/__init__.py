@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What the `ml` extra installs: a verb that needs one of these says so instead of a traceback.
+ML_EXTRA = {"torch", "transformers", "numpy", "ray", "safetensors", "gguf", "matplotlib"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -41,3 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ML_EXTRA:
+            raise
+        print(
+            f"cheetah {args.verb}: needs {e.name}, which is not installed; install the 'ml' "
+            "extra: pip install 'cheetah[ml]' (or `make install` in a checkout)",
+            file=sys.stderr,
+        )
+        return 2
