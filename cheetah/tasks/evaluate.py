@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cheetah.harness.loop import AgentLimits
+from cheetah.harness.loop import AgentError, AgentLimits
 from cheetah.harness.policy import Policy
 from cheetah.tasks.episode import run_episode
 from cheetah.tasks.grader import GraderConfig
@@ -106,6 +106,11 @@ async def run_sample(
         )
     except Exception as e:  # one broken sample never stops the run
         res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0
+        if isinstance(e, AgentError):  # the policy or the env failed: keep the turns so far
+            res.stop_reason = "error"
+            if traj_dir is not None:
+                path = traj_dir / f"{task.id}.{sample}.json"
+                res.trajectory = str(e.trajectory.save(path))
         return res
     if ep.error is not None or ep.trajectory is None or ep.grade is None:
         res.error, res.wall_s = ep.error, time.monotonic() - t0

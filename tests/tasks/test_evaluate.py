@@ -3,6 +3,7 @@ import json
 import pytest
 
 from cheetah.harness.policy import ScriptedPolicy
+from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.evaluate import EvalConfig, run_eval
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.oracle import OraclePolicy
@@ -90,3 +91,16 @@ def test_report_without_matplotlib_skips_only_the_plot(tmp_path, monkeypatch):
     paths = write_report(report, tmp_path / "r")
     assert paths["plot"] is None
     assert "| calc-add | easy | train | other | 0/0 |" in paths["markdown"].read_text()
+
+
+async def test_a_failing_policy_is_an_error_sample_that_keeps_its_turns(calc_repo, tmp_path):
+    def short(task):  # one turn, then the script runs out: a PolicyError, not a model failure
+        return ScriptedPolicy(['<tool name="list_dir"></tool>'])
+
+    report = await run_eval(
+        [bug_task(calc_repo)], short, local_sessions("local"), out_dir=tmp_path / "o"
+    )
+    [s] = report.samples
+    assert not s.correct and s.stop_reason == "error" and "no message left" in s.error
+    saved = Trajectory.load(s.trajectory)
+    assert saved.stop_reason == "error" and [c.name for c in saved.calls] == ["list_dir"]
