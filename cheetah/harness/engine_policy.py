@@ -15,9 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from cheetah.harness.policy import Generation, PolicyError
+from cheetah.harness.policy import ContextExhausted, Generation, PolicyError
 from cheetah.harness.trajectory import Message
-from cheetah.inference.protocol import Engine, EngineError, InvalidRequest, SamplingParams
+from cheetah.inference.protocol import (
+    ContextTooLong,
+    Engine,
+    EngineError,
+    InvalidRequest,
+    SamplingParams,
+)
 from cheetah.model.chat import prompt_token_ids
 
 
@@ -38,6 +44,8 @@ class EnginePolicy:
         prompt = prompt_token_ids(messages, self.tokenizer)
         try:
             out = await self.engine.generate(prompt, self.sampling)
+        except ContextTooLong as e:
+            raise ContextExhausted(f"{self.name}: {e}") from None
         except (EngineError, InvalidRequest) as e:
             raise PolicyError(f"{self.name}: {e}") from None
         return Generation(

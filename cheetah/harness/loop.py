@@ -4,7 +4,8 @@
 model did wrong goes back to it as an observation: a tool's error, a malformed call,
 an unknown tool are error results it reads next turn. The loop ends normally for a
 typed reason (``AgentStop``): ``finished`` (a message with no tool calls) or ``limit``
-(turns, completion tokens or wall time). Anything else is not the model's doing (the
+(turns, completion tokens, wall time, or a conversation past the model's context window:
+``ContextExhausted``). Anything else is not the model's doing (the
 policy's server is down, the env server lost the session, a bug): it propagates as
 ``AgentError``, which carries the trajectory so far (stop reason ``error``) so the caller
 can keep it, while nothing grades or trains on it as if the model had failed.
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
 from cheetah.core.workspace import Workspace
-from cheetah.harness.policy import Policy
+from cheetah.harness.policy import ContextExhausted, Policy
 from cheetah.harness.protocol import parse_message, render_results, render_tool_specs
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.tools import default_tools
@@ -185,7 +186,10 @@ async def _loop(
         if traj.completion_tokens >= limits.max_tokens:
             raise AgentStop("limit", f"token limit of {limits.max_tokens} reached")
         g0 = time.monotonic()
-        gen = await bounded(policy.generate(list(traj.messages)), "generating")
+        try:
+            gen = await bounded(policy.generate(list(traj.messages)), "generating")
+        except ContextExhausted as e:  # the conversation outgrew the model: a limit, typed
+            raise AgentStop("limit", f"context window full: {e}") from None
         turn = Turn(
             index=len(traj.turns),
             assistant=gen.text,

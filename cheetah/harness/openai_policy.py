@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 
-from cheetah.harness.policy import Generation, PolicyError, estimate_tokens
+from cheetah.harness.policy import ContextExhausted, Generation, PolicyError, estimate_tokens
 from cheetah.harness.trajectory import Message
+from cheetah.inference.protocol import is_context_message
 
 
 class OpenAIPolicy:
@@ -51,7 +52,11 @@ class OpenAIPolicy:
         except httpx.HTTPError as e:
             raise PolicyError(f"cannot reach {url}: {type(e).__name__}: {e}") from None
         if resp.status_code != 200:
-            raise PolicyError(f"{url} answered {resp.status_code}: {resp.text[:500]}")
+            detail = f"{url} answered {resp.status_code}: {resp.text[:500]}"
+            context = resp.status_code == 400 and (
+                "context_length_exceeded" in resp.text or is_context_message(resp.text)
+            )
+            raise (ContextExhausted if context else PolicyError)(detail)
         try:
             return resp.json()
         except ValueError:

@@ -33,6 +33,11 @@ class PolicyError(RuntimeError):
     """The policy could not produce a message (endpoint down, script exhausted, bad reply)."""
 
 
+class ContextExhausted(PolicyError):
+    """The conversation no longer fits the model's context window: the agent loop ends it
+    as a ``limit`` (the model did not finish in the room it had), not as an error."""
+
+
 @runtime_checkable
 class Policy(Protocol):
     name: str

@@ -78,6 +78,7 @@ from cheetah.inference.detokenize import IncrementalDetokenizer
 from cheetah.inference.prefix_cache import BLOCK, PrefixCache, PrefixHit
 from cheetah.inference.protocol import (
     Completion,
+    ContextTooLong,
     EngineError,
     FinishReason,
     InvalidRequest,
@@ -300,7 +301,7 @@ class LocalEngine:
         if not prompt:
             raise InvalidRequest("the prompt is empty")
         if len(prompt) >= self.max_context:
-            raise InvalidRequest(
+            raise ContextTooLong(
                 f"the prompt has {len(prompt)} tokens; this model's context is "
                 f"{self.max_context} tokens, leaving no room to generate"
             )

@@ -30,6 +30,18 @@ class InvalidRequest(ValueError):
     """The request can never succeed as sent: bad sampling values, prompt past the context."""
 
 
+class ContextTooLong(InvalidRequest):
+    """The prompt leaves no room to generate in the model's context window (a conversation
+    that outgrew the model: the agent loop ends it as a limit, not as an error)."""
+
+
+def is_context_message(message: str) -> bool:
+    """Whether a server's error text says the prompt is past the context (cheetah's own
+    wording and vLLM's/OpenAI's "maximum context length")."""
+    text = message.lower()
+    return "context length" in text or "leaving no room to generate" in text
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample one completion.

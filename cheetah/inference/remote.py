@@ -47,7 +47,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from cheetah.inference.protocol import Completion, EngineError, InvalidRequest, SamplingParams
+from cheetah.inference.protocol import (
+    Completion,
+    ContextTooLong,
+    EngineError,
+    InvalidRequest,
+    SamplingParams,
+    is_context_message,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -213,9 +220,10 @@ class RemoteEngine:
                 f"cannot reach {self.base_url}{path}: {type(e).__name__}: {e}"
             ) from None
         if 400 <= resp.status_code < 500:
-            raise InvalidRequest(
-                f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
-            )
+            message = f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
+            if _error_type(resp) == "context_length_exceeded" or is_context_message(message):
+                raise ContextTooLong(message)
+            raise InvalidRequest(message)
         if resp.status_code != 200:
             raise EngineError(
                 f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
@@ -254,6 +262,14 @@ class RemoteEngine:
 def _host_copy(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A CPU copy the caller cannot change under us (an optimizer steps its tensors in place)."""
     return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
+
+
+def _error_type(resp: httpx.Response) -> str | None:
+    try:
+        error = resp.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("type") if isinstance(error, dict) else None
 
 
 def _message(resp: httpx.Response) -> str:

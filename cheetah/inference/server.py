@@ -38,7 +38,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.inference.local import LocalEngine, TokenEvent
-from cheetah.inference.protocol import Completion, EngineError, InvalidRequest, SamplingParams
+from cheetah.inference.protocol import (
+    Completion,
+    ContextTooLong,
+    EngineError,
+    InvalidRequest,
+    SamplingParams,
+)
 from cheetah.inference.weight_delta import DeltaMismatch, MalformedDelta, apply_delta
 from cheetah.model.chat import ChatTemplateError, prompt_token_ids
 from cheetah.model.loading import CheckpointError, read_state_dict
@@ -102,7 +108,8 @@ def create_app(engine: LocalEngine, model_name: str, *, max_delta_bytes: int = 2
 
     @app.exception_handler(InvalidRequest)
     async def _invalid(_: Request, e: InvalidRequest) -> JSONResponse:
-        return _error(400, str(e))
+        kind = "context_length_exceeded" if isinstance(e, ContextTooLong) else None
+        return _error(400, str(e), kind or "invalid_request_error")
 
     @app.exception_handler(RequestValidationError)
     async def _schema(_: Request, e: RequestValidationError) -> JSONResponse:
@@ -241,12 +248,12 @@ def _sampling(
         raise InvalidRequest(f"prompt token ids must be in [0, {engine.vocab_size})")
     room = engine.max_context - len(prompt)
     if room <= 0:
-        raise InvalidRequest(
+        raise ContextTooLong(
             f"the prompt has {len(prompt)} tokens; this model's context is "
             f"{engine.max_context} tokens"
         )
-    if max_tokens is not None and max_tokens > room:
-        raise InvalidRequest(
+    if max_tokens is not None and max_tokens > room:  # no room for the reply asked for
+        raise ContextTooLong(
             f"max_tokens {max_tokens} + prompt {len(prompt)} tokens exceeds this model's "
             f"context of {engine.max_context} tokens"
         )

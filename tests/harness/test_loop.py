@@ -135,3 +135,23 @@ def test_system_prompt_lists_every_tool(ws):
     prompt = system_prompt(LocalTools(ws).specs())
     for name in ("read_file", "list_dir", "grep", "edit_file", "run_terminal", "lint", "todo"):
         assert f"## {name}" in prompt
+
+
+async def test_a_conversation_past_the_context_window_is_a_limit_not_an_error(ws):
+    from cheetah.harness.policy import ContextExhausted
+
+    class Full:
+        name = "full"
+
+        def __init__(self):
+            self.turns = 0
+
+        async def generate(self, messages):
+            self.turns += 1
+            if self.turns > 1:
+                raise ContextExhausted("the prompt has 2317 tokens; leaving no room to generate")
+            return Generation(text='<tool name="list_dir"></tool>', completion_tokens=5)
+
+    t = await run_agent("q", Full(), ws)
+    assert t.stop_reason == "limit" and "context window full" in t.stop_detail
+    assert len(t.turns) == 1

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from cheetah.inference.local import LocalEngine, TokenEvent
-from cheetah.inference.protocol import Completion, Engine, InvalidRequest, SamplingParams
+from cheetah.inference.protocol import (
+    Completion,
+    ContextTooLong,
+    Engine,
+    InvalidRequest,
+    SamplingParams,
+)
 from cheetah.inference.sampling import sample
 from cheetah.model.loading import CheckpointError, build_tiny
 
@@ -142,7 +148,7 @@ async def test_streaming_yields_each_token_then_the_completion(engine, tiny):
 
 
 async def test_bad_requests_are_refused_before_reaching_the_batch(engine):
-    with pytest.raises(InvalidRequest, match="context"):
+    with pytest.raises(ContextTooLong, match="context"):  # an InvalidRequest, typed
         await engine.generate([1] * engine.max_context, GREEDY)
     with pytest.raises(InvalidRequest, match="empty"):
         await engine.generate([], GREEDY)

@@ -6,7 +6,13 @@ import httpx
 import pytest
 
 from cheetah.inference.local import LocalEngine
-from cheetah.inference.protocol import Engine, EngineError, InvalidRequest, SamplingParams
+from cheetah.inference.protocol import (
+    ContextTooLong,
+    Engine,
+    EngineError,
+    InvalidRequest,
+    SamplingParams,
+)
 from cheetah.inference.remote import RemoteEngine
 from cheetah.model.loading import build_tiny
 
@@ -60,8 +66,11 @@ async def test_remote_load_weights_stages_a_checkpoint_and_bumps_the_version(rem
 
 
 async def test_remote_errors_are_typed(remote, tmp_path):
-    with pytest.raises(InvalidRequest, match="context"):
+    with pytest.raises(ContextTooLong, match="context"):  # typed across HTTP too
         await remote.generate([1] * 4000, GREEDY)
+    with pytest.raises(InvalidRequest, match="temperature") as bad:
+        await remote.generate([1, 2], SamplingParams(temperature=-1.0))
+    assert not isinstance(bad.value, ContextTooLong)
     with pytest.raises(InvalidRequest, match="no such checkpoint"):
         await remote.load_checkpoint(tmp_path / "missing", 99)
     dead = RemoteEngine("http://127.0.0.1:9", model="x")
