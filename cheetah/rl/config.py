@@ -77,6 +77,13 @@ class ModelSection(_Section):
     max_batch_tokens: int = Field(
         65536, description="engine KV bound: rows x (longest prompt + max_new_tokens)"
     )
+    prefix_cache_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="tokens of prompt-prefix KV the engine keeps for reuse across turns and "
+        "group members (unset: the engine's default; 0: off, every prompt prefilled in full; "
+        "outputs are the same either way)",
+    )
     device: str = Field(
         "cpu",
         pattern=r"^(cpu|cuda(:\d+)?|xpu(:\d+)?|mps)$",

@@ -132,7 +132,9 @@ class TrainJob:
                 cfg.model.device,
                 max_batch=cfg.model.max_batch,
                 max_batch_tokens=cfg.model.max_batch_tokens,
-            )
+                **({} if cfg.model.prefix_cache_tokens is None
+                   else {"prefix_cache_tokens": cfg.model.prefix_cache_tokens}),
+            )  # fmt: skip
             self.sync_targets = [RayEngine(self.engine)]
         self.env_cfg = self._start_env(cfg)
         cfg_dict = self.env_cfg.model_dump(mode="json")
