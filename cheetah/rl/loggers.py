@@ -52,13 +52,7 @@ def _stage_scalars(stage: dict[str, Any]) -> dict[str, float]:
 
 class TensorBoardLogger:
     def __init__(self, run_dir: Path) -> None:
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ValueError(
-                "train.loggers has 'tensorboard' but tensorboardX is not installed "
-                "(pip install tensorboardX; `make install` does it)"
-            ) from None
+        SummaryWriter = _require("tensorboard").SummaryWriter
         self.dir = run_dir / "tensorboard"
         self.writer = SummaryWriter(logdir=str(self.dir))
         self._stages = 0
@@ -87,13 +81,7 @@ class TensorBoardLogger:
 
 class WandbLogger:
     def __init__(self, run_dir: Path, config: dict[str, Any], name: str) -> None:
-        try:
-            import wandb
-        except ImportError:
-            raise ValueError(
-                "train.loggers has 'wandb' but wandb is not installed "
-                "(pip install wandb; `make install` does it)"
-            ) from None
+        wandb = _require("wandb")
         os.environ.setdefault("WANDB_SILENT", "true")
         self.wandb = wandb
         self.run = wandb.init(
@@ -122,20 +110,28 @@ class WandbLogger:
         self.run.finish()
 
 
-def check_available(names: list[LoggerName]) -> None:
-    """``ValueError`` naming the package when a chosen logger cannot be imported (checked
-    before a run starts, not after its first hour)."""
+_MODULES: dict[str, str] = {"tensorboard": "tensorboardX", "wandb": "wandb"}
+
+
+def _require(name: LoggerName) -> Any:
+    """The module behind logger ``name``; ``ValueError`` naming the package when missing."""
     import importlib
 
+    module = _MODULES[name]
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ValueError(
+            f"train.loggers has {name!r} but {module} is not installed "
+            f"(pip install {module}; `make install` does it)"
+        ) from None
+
+
+def check_available(names: list[LoggerName]) -> None:
+    """Every chosen logger's package imports (checked before a run starts, not after its
+    first hour); ``ValueError`` naming the package otherwise."""
     for n in dict.fromkeys(names):
-        module = "tensorboardX" if n == "tensorboard" else "wandb"
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            raise ValueError(
-                f"train.loggers has {n!r} but {module} is not installed "
-                f"(pip install {module}; `make install` does it)"
-            ) from None
+        _require(n)
 
 
 def make_loggers(

@@ -25,7 +25,6 @@ from cheetah.rl.scheduler import Group
 @dataclass
 class StepBatch:
     samples: list[Sample]
-    trajectories: list[Trajectory]
     rollout_ids: list[int]
     metrics: dict[str, float]
 
@@ -66,4 +65,4 @@ def build_step_batch(
     }
     metrics.update(behaviour_metrics(trajs))
     metrics.update(truncation_metrics(samples, trajs))
-    return StepBatch(samples, trajs, ids, metrics)
+    return StepBatch(samples, ids, metrics)
