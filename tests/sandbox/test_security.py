@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,7 @@ async def test_signalling_the_server_fails(client):
 
 async def test_symlink_and_dotdot_escapes(client):
     sid = await new_session(client)
+    target = f"/tmp/cheetah-escape-{uuid.uuid4().hex}"  # a host path nothing else uses
     await terminal(client, sid, "ln -s /etc/passwd pw; ln -s / rootlink; ln -s ../.. up")
     msg = "".join(
         [
@@ -171,7 +173,7 @@ async def test_symlink_and_dotdot_escapes(client):
             render_call("list_dir", {"path": "rootlink"}),
             render_call("read_file", {"path": "up/etc/hostname"}),
             render_call("read_file", {"path": "../../../../etc/passwd"}),
-            render_call("edit_file", {"path": "rootlink/tmp/x", "new_str": "x"}),
+            render_call("edit_file", {"path": f"rootlink{target}", "new_str": "x"}),
             render_call("grep", {"pattern": "root", "path": "rootlink/etc"}),
         ]
     )
@@ -180,7 +182,7 @@ async def test_symlink_and_dotdot_escapes(client):
     for r in results:  # refused as an escape, or as a link the host never follows
         assert "outside the workspace" in r.output or "symbolic link" in r.output, r.output
         assert "root:" not in r.output
-    assert not os.path.exists("/tmp/x")
+    assert not os.path.exists(target)
     await still_serving(client)
 
 
