@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah train --config configs/quickstart.toml \
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah train --config quickstart \
 	  --set run.out_dir=$(DEMO_DIR)
 	@echo "run directory: $(DEMO_DIR)/quickstart (config.json, run.sqlite, reward.png, checkpoints/)"
 

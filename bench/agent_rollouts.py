@@ -5,7 +5,7 @@
     python bench/agent_rollouts.py --model tiny --groups 2 --turns 2 --max-tokens 8
 
 What it measures: the rollout throughput an RL step sees. Each group is G=8 samples of one
-task from ``benchmarks/curriculum.jsonl``; each rollout is an asyncio task that sends turn 1
+task from the bundled curriculum; each rollout is an asyncio task that sends turn 1
 (the harness's real system prompt with the default tools, then the task's query), awaits the
 reply, appends it (its sampled ids verbatim, as the harness does) and a tool result, and sends
 the next turn. A tool result is ``read_file`` output of files from the task's snapshot repo
@@ -76,6 +76,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import system_prompt
 from cheetah.harness.protocol import ToolResult, render_results
 from cheetah.inference.local import LocalEngine
@@ -86,7 +87,7 @@ from cheetah.tasks.loaders import load_tasks
 from cheetah.tools import default_tools
 
 G = 8  # rollouts per group
-TASKS = Path(__file__).resolve().parents[1] / "benchmarks" / "curriculum.jsonl"
+TASKS = TASK_SETS / "curriculum.jsonl"
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".json", ".yaml", ".yml"}
 FULL = {"groups": 4, "turns": 3, "max_tokens": 48, "tool_tokens": "100,800"}
 QUICK = {"groups": 1, "turns": 2, "max_tokens": 16, "tool_tokens": "100,400"}

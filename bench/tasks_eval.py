@@ -8,7 +8,7 @@ bug). Session kinds, compared in the same run: ``local`` (trusted copies, the ba
 ``isolated`` (in-process sandbox sessions) and ``fleet`` (sessions on an isolated env
 server over HTTP, what ``cheetah eval`` uses by default).
 
-    python bench/tasks_eval.py [--tasks benchmarks/tasks.jsonl] [--concurrency 1 2 4]
+    python bench/tasks_eval.py [--tasks benchmark] [--concurrency 1 2 4]
         [--sessions local isolated fleet] [--limit N]
 """
 
@@ -26,8 +26,6 @@ from cheetah.tasks.loaders import load_tasks
 from cheetah.tasks.oracle import OraclePolicy
 from cheetah.tasks.session import local_sessions
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 async def run(tasks, kind: str, conc: int):
     config = EvalConfig(concurrency=conc)
@@ -39,7 +37,9 @@ async def run(tasks, kind: str, conc: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=Path, default=ROOT / "benchmarks" / "tasks.jsonl")
+    ap.add_argument(
+        "--tasks", type=Path, default=Path("benchmark"), help="task file or bundled set"
+    )
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument(
         "--sessions", nargs="+", default=["local", "isolated", "fleet"], help="session kinds"

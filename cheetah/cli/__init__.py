@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # What the `ml` extra installs: a verb that needs one of these says so instead of a traceback.
-ML_EXTRA = {"torch", "transformers", "numpy", "ray", "safetensors", "gguf", "matplotlib"}
+ML_EXTRA = {
+    "torch", "transformers", "numpy", "ray", "safetensors", "gguf", "matplotlib", "pyarrow",
+    "tensorboardX", "wandb",
+}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -129,7 +129,12 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
         "in sessions on env servers through the fleet client (failover when a server dies); "
         "with no --env-url, one isolated server is started for the run.",
     )
-    e.add_argument("--tasks", type=Path, required=True, help="task file (JSONL)")
+    e.add_argument(
+        "--tasks",
+        type=Path,
+        required=True,
+        help="task file (JSONL), or a bundled set: benchmark (55 tasks), curriculum (1,845)",
+    )
     e.add_argument(
         "--model",
         required=True,

@@ -1,4 +1,5 @@
-"""``cheetah export``: a run's rollouts and eval reports' trajectories as chat-format JSON Lines."""
+"""``cheetah export``: a run's rollouts and eval reports' trajectories as chat-format JSON Lines
+or Parquet."""
 
 from __future__ import annotations
 
@@ -25,13 +26,19 @@ def _export(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
-        help="write trajectories as chat-format JSON Lines (for other trainers, or cheetah sft)",
+        help="write trajectories as chat-format JSON Lines or Parquet (for other trainers, or "
+        "cheetah sft)",
         description="One record per trajectory: messages (role, content), task_id, reward, "
         "correct, source (rollout or eval), id, policy, stop_reason. datasets.load_dataset"
-        "('json', data_files=FILE) reads the file; `cheetah sft --data FILE` trains on the "
+        "('json' or 'parquet', data_files=FILE) reads the file; `cheetah sft --data FILE` trains on the "
         "correct ones.",
     )
     p.add_argument("--run", type=Path, action="append", help="a training run directory")
     p.add_argument("--eval", type=Path, action="append", help="a `cheetah eval` report directory")
-    p.add_argument("--out", type=Path, required=True, help="the .jsonl file to write")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the file to write: .jsonl, or .parquet (needs pyarrow, in the ml extra)",
+    )
     p.set_defaults(func=_export)

@@ -141,7 +141,9 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--out", type=Path, required=True, help="directory for the fine-tuned model")
     t.add_argument("--base", default="default", help="model to start from (default or a dir)")
-    t.add_argument("--tasks", type=Path, default=Path("benchmarks/tasks.jsonl"))
+    t.add_argument(
+        "--tasks", type=Path, default=Path("benchmark"), help="task file or bundled set's name"
+    )
     t.add_argument("--no-tasks", action="store_true", help="docstring pairs only")
     t.add_argument("--epochs", type=int, default=1)
     t.add_argument("--batch-size", type=int, default=32)

@@ -68,7 +68,8 @@ def load_task_file(path: Path, args: argparse.Namespace, verb: str):
     try:
         tasks = load_tasks(path)
     except TaskFileError as e:
-        print(f"cheetah {verb}: malformed task file:\n{e}", file=sys.stderr)
+        head = ":\n" if len(e.problems) > 1 else ": "  # one problem reads on one line
+        print(f"cheetah {verb}: cannot use the task file{head}{e}", file=sys.stderr)
         return None
     return select_tasks(
         tasks,

@@ -111,7 +111,7 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         + SESSIONS_HELP.rstrip(".")
         + " (the default; --sandbox isolated or fleet for untrusted ones).",
     )
-    v.add_argument("file", type=Path, help="task file (JSONL)")
+    v.add_argument("file", type=Path, help="task file (JSONL), or a bundled set's name")
     v.add_argument("--concurrency", type=int, default=2, help="tasks validated at once")
     v.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
     session_options(v, "local")

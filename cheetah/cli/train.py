@@ -40,7 +40,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         ("sft", "warm start: supervised steps on oracle trajectories, saved as a checkpoint"),
     ):
         p = sub.add_parser(verb, help=text, description=text)
-        p.add_argument("--config", type=Path, help="TOML config (e.g. configs/quickstart.toml)")
+        p.add_argument(
+            "--config",
+            type=Path,
+            help="TOML config file, or a bundled one by name: quickstart, learn, gpu",
+        )
         p.add_argument(
             "--set",
             action="append",

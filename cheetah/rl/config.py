@@ -1,6 +1,6 @@
 """The training run's config: typed sections, TOML file plus dotted overrides, saved resolved.
 
-``cheetah train --config configs/quickstart.toml --set train.lr=3e-5 --set rollout.group_size=4``.
+``cheetah train --config quickstart --set train.lr=3e-5 --set rollout.group_size=4``.
 Each setting lives here once, with its default and description: the trainer's own
 (``TrainConfig``, with ``LossConfig`` as ``[train.loss]``) is the base of the ``[train]``
 section, the grader's (``tasks.grader.GraderConfig``) is the ``[grader]`` section, so the
@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cheetah import bundled
 from cheetah.config import ConfigError, read_toml, validate
 from cheetah.tasks.grader import GraderConfig
 
@@ -102,7 +103,9 @@ class ModelSection(_Section):
 
 
 class TasksSection(_Section):
-    file: Path = Field(Path("benchmarks/tasks.jsonl"), description="JSONL task file")
+    file: Path = Field(
+        Path("benchmark"), description="JSONL task file, or a bundled task set's name"
+    )
     tier: str | None = Field("easy", description="only tasks of this tier (None: all)")
     train_split: str = Field("train")
     eval_split: str = Field("heldout")
@@ -218,7 +221,10 @@ def _parse_value(raw: str) -> Any:
 
 
 def load_config(path: Path | None, overrides: list[str] = ()) -> TrainRunConfig:
-    """Read ``path`` (TOML), apply ``section.key=value`` overrides, validate; errors name the key."""
+    """Read ``path`` (TOML, or a bundled config's name), apply ``section.key=value`` overrides,
+    validate; errors name the key."""
+    if path is not None and not (path := bundled.config_file(path)).is_file():
+        raise ConfigError(bundled.missing(path, "config file", bundled.CONFIGS, ".toml"))
     data: dict[str, Any] = read_toml(path) if path is not None else {}
     for item in overrides:
         key, sep, raw = item.partition("=")

@@ -8,14 +8,15 @@ lists) into one record per trajectory in the chat "messages" format::
      "task_id": ..., "reward": ..., "correct": ..., "source": "rollout" | "eval",
      "id": ..., "policy": ..., "stop_reason": ...}
 
-``write_records`` writes them as JSON Lines (``datasets.load_dataset("json",
-data_files=FILE)`` reads it as is). ``sft_samples`` turns such a file back into SFT
+``write_records`` writes them as JSON Lines, or as Parquet when the file ends in
+``.parquet`` (pyarrow, from the ``ml`` extra); ``datasets.load_dataset("json" | "parquet",
+data_files=FILE)`` reads either as is. ``sft_samples`` turns such a file back into SFT
 samples, keeping only the trajectories the grader passed (rejection sampling), so the
 runs of a stronger model through ``cheetah eval`` become the warm start of a small one
 (``cheetah sft --data FILE``).
 
-Deliberately left out: Parquet (it would need pyarrow in every install), per-turn token ids
-and logprobs (engine-specific; a different tokenizer could not use them).
+Deliberately left out: per-turn token ids and logprobs (engine-specific; a different
+tokenizer could not use them), and streaming Parquet writes (a run's records fit in memory).
 """
 
 from __future__ import annotations
@@ -77,12 +78,34 @@ def export_records(runs: list[Path], reports: list[Path]) -> Iterator[dict[str, 
             yield record_of(traj, "eval")
 
 
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def _parquet():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        raise ExportError(
+            "Parquet needs pyarrow, from the 'ml' extra (pip install 'cheetah[ml]'); "
+            "or write .jsonl"
+        ) from None
+    return pa, pq
+
+
 def write_records(records: Iterator[dict[str, Any]], out: Path) -> int:
-    """Write JSON Lines to ``out`` (through a temporary file: never half written)."""
-    if out.suffix not in (".jsonl", ".json"):
-        raise ExportError(f"{out}: write JSON Lines (.jsonl); Parquet is not supported")
+    """Write JSON Lines or Parquet (by ``out``'s suffix) through a temporary file: never
+    half written."""
+    if out.suffix not in SUFFIXES:
+        raise ExportError(f"{out}: the file must end in .jsonl (JSON Lines) or .parquet")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
+    if out.suffix == ".parquet":
+        pa, pq = _parquet()
+        rows = list(records)
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        tmp.replace(out)
+        return len(rows)
     n = 0
     with tmp.open("w", encoding="utf-8") as fh:
         for record in records:
@@ -92,16 +115,35 @@ def write_records(records: Iterator[dict[str, Any]], out: Path) -> int:
     return n
 
 
+def _rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(row number, record) from JSON Lines or Parquet; a JSON line that does not parse is
+    yielded as the exception, so the caller names its line."""
+    if path.suffix == ".parquet":
+        _, pq = _parquet()
+        try:
+            table = pq.read_table(path)
+        except Exception as e:  # pyarrow raises its own types for a file that is not Parquet
+            raise ExportError(f"{path}: not a Parquet file ({e})") from None
+        yield from enumerate(table.to_pylist(), 1)
+        return
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                yield no, json.loads(line)
+            except ValueError as e:
+                yield no, e
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """Chat records from a JSON Lines file; ``ExportError`` naming the line that is not one."""
+    """Chat records from a JSON Lines or Parquet file; ``ExportError`` naming the row that
+    is not one."""
     if not path.is_file():
         raise ExportError(f"{path} does not exist")
     records = []
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for no, record in _rows(path):
         try:
-            record = json.loads(line)
+            if isinstance(record, Exception):
+                raise record
             [Message(**m) for m in record["messages"]]
         except (ValueError, KeyError, TypeError) as e:
             raise ExportError(f"{path}:{no}: not a chat record ({type(e).__name__}: {e})") from None

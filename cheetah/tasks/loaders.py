@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cheetah import bundled
 from cheetah.tasks.schema import Task
 
 
@@ -118,12 +119,14 @@ def parse_tasks(lines: Iterable[str], source: str, base: Path) -> list[Task]:
 
 
 def load_tasks(path: str | Path) -> list[Task]:
-    """All tasks in a JSONL file."""
-    path = Path(path)
+    """All tasks in a JSONL file, or in the bundled task set ``path`` names (``cheetah.bundled``)."""
+    path = bundled.task_file(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TaskFileError([f"{path}: no such task file"]) from None
+        raise TaskFileError(
+            [bundled.missing(path, "task file", bundled.TASK_SETS, ".jsonl")]
+        ) from None
     except UnicodeDecodeError as e:
         raise TaskFileError([f"{path}: not UTF-8 text: {e}"]) from None
     return parse_tasks(text.splitlines(), str(path), path.resolve().parent)

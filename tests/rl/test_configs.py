@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cheetah.bundled import CONFIGS as CONFIGS_DIR
 from cheetah.model.chat import tokenize_chat
 from cheetah.model.loading import tokenizer_for
 from cheetah.rl.config import load_config
@@ -22,9 +23,8 @@ from cheetah.tasks.loaders import load_tasks, select_tasks
 from cheetah.tasks.oracle import OraclePolicy, oracle_messages
 from cheetah.tasks.session import local_sessions
 from cheetah.tasks.snapshot import materialize
-from tests.conftest import REPO_ROOT
 
-CONFIGS = sorted((REPO_ROOT / "configs").glob("*.toml"))
+CONFIGS = sorted(CONFIGS_DIR.glob("*.toml"))
 
 
 def _replies(task, tokenizer, run_tests: bool) -> list[int]:
@@ -42,8 +42,9 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
     if cfg.model.spec not in ("default", "tiny"):
         pytest.skip(f"model {cfg.model.spec} is given by path; its tokenizer is not shipped")
     tokenizer = tokenizer_for(cfg.model.spec)
-    tasks_file = cfg.tasks.file if cfg.tasks.file.is_absolute() else REPO_ROOT / cfg.tasks.file
-    tasks = select_tasks(load_tasks(tasks_file), tier=cfg.tasks.tier, split=cfg.tasks.train_split)
+    tasks = select_tasks(
+        load_tasks(cfg.tasks.file), tier=cfg.tasks.tier, split=cfg.tasks.train_split
+    )
     demos = [t for t in tasks if t.reference_patch]
     assert demos, f"{path.name}: no SFT demonstrations"
     replies = {t.id: _replies(t, tokenizer, cfg.train.sft_run_tests) for t in demos}

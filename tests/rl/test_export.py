@@ -67,6 +67,21 @@ def test_export_round_trips_and_sft_keeps_only_correct_trajectories(sources, tmp
     assert "Done." in trained[0] and "Fixed b." in trained[1] and "Oops" not in "".join(trained)
 
 
+@pytest.mark.parametrize("suffix,builder", [(".jsonl", "json"), (".parquet", "parquet")])
+def test_datasets_load_the_export_and_sft_reads_it_back(sources, tmp_path, suffix, builder):
+    datasets = pytest.importorskip("datasets")  # the dev extra installs it
+    out = tmp_path / f"data{suffix}"
+    assert write_records(export_records(*[[p] for p in sources]), out) == 3
+    ds = datasets.load_dataset(
+        builder, data_files=str(out), split="train", cache_dir=tmp_path / "c"
+    )
+    assert ds.num_rows == 3 and ds[2]["task_id"] == "b" and ds[2]["source"] == "eval"
+    assert ds[0]["messages"][2] == {"role": "assistant", "content": "Done."}
+    assert [r["correct"] for r in ds] == [True, False, True]
+    samples, skipped = sft_samples(read_records(out), default_tokenizer(), max_len=512)
+    assert (len(samples), skipped) == (2, 1)
+
+
 def test_bad_inputs_are_named(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": 3}\n')
@@ -74,8 +89,11 @@ def test_bad_inputs_are_named(tmp_path):
         read_records(bad)
     with pytest.raises(ExportError, match=r"no run\.sqlite"):
         list(export_records([tmp_path], []))
-    with pytest.raises(ExportError, match="Parquet is not supported"):
-        write_records(iter([]), tmp_path / "x.parquet")
+    with pytest.raises(ExportError, match=r"must end in \.jsonl .* or \.parquet"):
+        write_records(iter([]), tmp_path / "x.csv")
+    (tmp_path / "fake.parquet").write_text("not parquet")
+    with pytest.raises(ExportError, match="not a Parquet file"):
+        read_records(tmp_path / "fake.parquet")
     cfg = load_config(None, [f'train.sft_data="{bad}"', f"run.out_dir={tmp_path}"])
     from cheetah.rl.job import TrainJob
 

@@ -28,7 +28,7 @@ SMALL = [
     "rollout.groups_per_step=2",
     "rollout.dynamic_sampling=false",
     "rollout.format_weight=0.2",  # shaping: reward differences even when nothing is solved
-    "tasks.file=benchmarks/tasks.jsonl",  # the plumbing on the small bundled set
+    "tasks.file=benchmark",  # the plumbing on the small bundled set
     "tasks.tier=easy",
     "train.sft_batch=4",
     "tasks.eval_limit=2",
@@ -40,7 +40,7 @@ SMALL = [
 
 def train(out_dir, *extra, check=True):
     sets = [a for s in [*SMALL, f"run.out_dir={out_dir}", *extra] for a in ("--set", s)]
-    cmd = [BIN / "cheetah", "train", "--config", REPO_ROOT / "configs" / "quickstart.toml", *sets]
+    cmd = [BIN / "cheetah", "train", "--config", "quickstart", *sets]
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     return subprocess.Popen(
         cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -48,7 +48,7 @@ def train(out_dir, *extra, check=True):
 
 
 def test_config_overrides_and_errors(tmp_path):
-    cfg = load_config(REPO_ROOT / "configs" / "quickstart.toml", ["train.steps=7", "run.name=x"])
+    cfg = load_config(Path("quickstart"), ["train.steps=7", "run.name=x"])
     assert cfg.train.steps == 7 and cfg.run.name == "x" and cfg.rollout.sandbox == "isolated"
     with pytest.raises(ConfigError, match=r"train\.stepz"):
         load_config(None, ["train.stepz=1"])
@@ -110,7 +110,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
             BIN / "cheetah",
             "train",
             "--config",
-            REPO_ROOT / "configs" / "quickstart.toml",
+            "quickstart",
             "--resume",
             *[
                 a

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import run_agent
 from cheetah.harness.policy import ScriptedPolicy
 from cheetah.harness.protocol import parse_message
@@ -116,9 +117,8 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_serve
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.loaders import load_tasks, select_tasks
     from cheetah.tasks.session import TaskSessions
-    from tests.conftest import REPO_ROOT
 
-    [task] = select_tasks(load_tasks(REPO_ROOT / "benchmarks" / "tasks.jsonl"), limit=1)
+    [task] = select_tasks(load_tasks(TASK_SETS / "benchmark.jsonl"), limit=1)
     a, b = env_server(token=TOKEN), env_server(token=TOKEN)
     fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
     procs = {a.url: a, b.url: b}

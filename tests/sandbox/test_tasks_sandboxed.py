@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from cheetah.bundled import TASK_SETS
 from tests.sandbox.conftest import BIN, needs_isolation
 
 pytestmark = needs_isolation
@@ -21,7 +21,7 @@ def test_eval_oracle_in_isolated_sessions(tmp_path, sandbox):
             BIN / "cheetah",
             "eval",
             "--tasks",
-            REPO_ROOT / "benchmarks" / "tasks.jsonl",
+            TASK_SETS / "benchmark.jsonl",
             "--model",
             "oracle",
             "--out",

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from cheetah.bundled import TASK_SETS
 from cheetah.tasks.loaders import load_tasks
 from cheetah.tasks.session import local_sessions
 from cheetah.tasks.validate import validate_tasks
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "tasks.jsonl"
+BENCH = TASK_SETS / "benchmark.jsonl"
 
 
 def test_benchmark_shape():

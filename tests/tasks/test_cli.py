@@ -1,6 +1,7 @@
 import argparse
 import json
 
+from cheetah.bundled import TASK_SETS
 from cheetah.cli import eval as eval_verb
 from cheetah.cli import main
 from cheetah.cli import tasks as tasks_verbs
@@ -75,9 +76,8 @@ def test_eval_scripted_model_gets_a_fresh_script_per_sample(calc_repo, tmp_path,
 
 
 def test_env_url_without_a_token_file_is_refused_before_any_work(tmp_path, capsys):
-    from tests.conftest import REPO_ROOT
 
-    tasks = REPO_ROOT / "benchmarks" / "tasks.jsonl"
+    tasks = TASK_SETS / "benchmark.jsonl"
     argv = ["eval", "--tasks", str(tasks), "--model", "oracle", "--out", str(tmp_path / "o")]
     assert main([*argv, "--env-url", "http://127.0.0.1:9"]) == 2
     assert "--env-url needs --env-token-file" in capsys.readouterr().err

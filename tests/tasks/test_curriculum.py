@@ -58,13 +58,12 @@ async def test_tiers_and_splits(tmp_path):
 
 def test_the_shipped_curriculum_keeps_its_splits():
     from cheetah.tasks.loaders import load_tasks
-    from tests.conftest import REPO_ROOT
 
-    tasks = load_tasks(REPO_ROOT / "benchmarks" / "curriculum.jsonl")
+    tasks = load_tasks("curriculum")
     tiers = {t.tier for t in tasks}
     assert len(tasks) >= 400 and tiers == {"line", "named", "file", "behaviour"}
     line_heldout = [t for t in tasks if t.tier == "line" and t.split == "heldout"]
-    assert len(line_heldout) >= 64  # what configs/quickstart.toml evaluates
+    assert len(line_heldout) >= 64  # what the quickstart config evaluates
     split_of: dict[tuple[str, str], set[str]] = {}
     for t in tasks:
         repo = t.snapshot.dir.rsplit("/", 1)[-1]

@@ -1,6 +1,6 @@
-"""Build ``benchmarks/tasks.jsonl`` from the task specs in ``benchmarks/specs/``.
+"""Build ``cheetah/data/tasks/benchmark.jsonl`` from the task specs in ``cheetah/data/tasks/specs/``.
 
-Each spec names a repo under ``benchmarks/repos/`` (the clean, correct code) and how
+Each spec names a repo under ``cheetah/data/tasks/repos/`` (the clean, correct code) and how
 the task differs from it:
 
 - ``Bug``: the snapshot patch injects a bug (``good`` -> ``bad`` in one file); the
@@ -13,9 +13,9 @@ the task differs from it:
 Fail-to-pass and pass-to-pass ids are not written by hand: the builder runs the
 repo's tests (plus the hidden ones) with and without the reference patch and takes
 the tests that flip, and the ones that pass in both. Run it after editing a repo or
-a spec, then ``cheetah tasks validate benchmarks/tasks.jsonl``.
+a spec, then ``cheetah tasks validate benchmark``.
 
-    python benchmarks/build.py
+    python cheetah/data/tasks/build.py
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from cheetah.tasks.patch import apply_patch, diff_texts
 
 HERE = Path(__file__).resolve().parent
 REPOS = HERE / "repos"
-OUT = HERE / "tasks.jsonl"
+OUT = HERE / "benchmark.jsonl"
 CHECK_SCRIPT = ".grading/check_tests.py"
 PYTEST = [sys.executable, "-m", "pytest", "-rA", "-q", "-p", "no:cacheprovider"]
 PYTEST += ["--continue-on-collection-errors"]
