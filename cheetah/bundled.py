@@ -19,6 +19,7 @@ DATA = Path(__file__).resolve().parent / "data"
 TASK_SETS = DATA / "tasks"
 CONFIGS = DATA / "configs"
 SAMPLE_REPO = DATA / "sample_repo"
+EMBEDDER = DATA / "embedder"  # the LoRA adapter codebase_search uses by default
 
 
 def names(folder: Path, suffix: str) -> list[str]:

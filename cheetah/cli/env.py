@@ -71,8 +71,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     srv.add_argument(
         "--embedder",
         default=os.environ.get("CHEETAH_EMBEDDER", "default"),
-        help="codebase_search's embedder: 'default' (all-MiniLM-L6-v2), a model directory "
-        "written by `cheetah search train`, or 'none' to turn the tool off "
-        "(env CHEETAH_EMBEDDER; loaded on the first search)",
+        help="codebase_search's embedder: 'default', 'stock' (all-MiniLM-L6-v2), a model "
+        "directory written by `cheetah search train`, the URL of an embedding service "
+        "(`cheetah serve --model none --embedder default` -> http://HOST:PORT/v1: this server "
+        "then loads no torch), or 'none' to turn the tool off (env CHEETAH_EMBEDDER; loaded "
+        "on the first search)",
     )
     srv.set_defaults(func=_env_serve)

@@ -1,9 +1,11 @@
-"""``cheetah search index|query|train``: parsing and printing; the work is in ``cheetah.search``.
+"""``cheetah search index|query|train|eval|dataset``: parsing and printing; the work is in
+``cheetah.search``.
 
 ``index`` and ``query`` keep the index of a repo under ``--index-dir`` (default
 ``~/.cache/cheetah/search/<repo hash>-<model>``), so a later run re-embeds only the
 files that changed. ``train`` fine-tunes the embedder and prints retrieval before
-and after on held-out data.
+and after on held-out data. ``dataset`` makes a retrieval data set from installed packages,
+and ``eval`` compares BM25, embedders and hybrids on any such file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from cheetah import bundled
 
 
 def _index_dir(args: argparse.Namespace, model_name: str) -> Path:
@@ -63,8 +67,10 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
+    from rich.console import Console
 
+    from cheetah.cli.task_common import progress_for
+    from cheetah.search.dataset import RESERVED, package_root
     from cheetah.search.train import TrainConfig, train_embedder
 
     cfg = TrainConfig(
@@ -74,18 +80,37 @@ def _train(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_steps=args.max_steps,
         seed=args.seed,
+        hard_negatives=not args.no_hard_negatives,
+        lora_rank=args.lora_rank,
+        max_tokens=args.max_tokens,
     )
-    tasks = None if args.no_tasks else args.tasks
+    tasks = None if args.no_tasks else bundled.task_file(args.tasks)
     if tasks is not None and not tasks.is_file():
         print(f"cheetah search train: no task file {tasks}", file=sys.stderr)
         return 2
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("training", total=None)
+    packages = tuple(args.package) if args.package else None
+    for p in packages or ():
+        if p.split(".")[0] in RESERVED:
+            print(f"cheetah search train: {p} is reserved as an external test set "
+                  "(search/dataset.py RESERVED)", file=sys.stderr)  # fmt: skip
+            return 2
+        if package_root(p) is None:
+            print(f"cheetah search train: {p} is not installed here", file=sys.stderr)
+            return 2
+    # A bar on a terminal, a line every ~10 s in logs (training takes minutes on CPU).
+    progress, bar = progress_for(Console(stderr=True), 0, "training steps")
+    with progress:
 
         def step(i: int, total: int, loss: float) -> None:
-            progress.update(bar, completed=i, total=total, description=f"loss {loss:.3f}")
+            progress.update(bar, completed=i, total=total, last=f"loss {loss:.3f}")
 
-        figures = train_embedder(args.base, args.out, tasks, cfg, log=print, on_step=step)
+        try:
+            figures = train_embedder(
+                args.base, args.out, tasks, cfg, log=print, on_step=step, packages=packages
+            )
+        except ValueError as e:  # --lora-rank with another --base
+            print(f"cheetah search train: {e}", file=sys.stderr)
+            return 2
     print(f"{figures['steps']} steps in {figures['train_s']:.0f} s; model at {args.out}")
     print(f"{'corpus':<16} {'queries':>7} {'R@1 before':>10} {'R@1 after':>9} {'R@5 before':>10} "
           f"{'R@5 after':>9} {'MRR before':>10} {'MRR after':>9}")  # fmt: skip
@@ -97,6 +122,54 @@ def _train(args: argparse.Namespace) -> int:
         )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from cheetah.search.dataset import DatasetError, read_rows
+    from cheetah.search.embedder import EmbedderUnavailable, load_embedder
+    from cheetah.search.evaluate import evaluate_rows
+
+    try:
+        rows = read_rows(args.dataset)
+    except DatasetError as e:
+        print(f"cheetah search eval: {e}", file=sys.stderr)
+        return 2
+    specs = ([] if args.no_stock else ["stock"]) + list(args.embedder or [])
+    embedders = []
+    for spec in dict.fromkeys(specs):
+        try:
+            embedders.append(load_embedder(spec))
+        except (EmbedderUnavailable, OSError) as e:
+            print(f"cheetah search eval: cannot load embedder {spec!r}: {e}", file=sys.stderr)
+            return 2
+    results = evaluate_rows(rows, embedders, log=lambda line: print(line, file=sys.stderr))
+    results.sort(key=lambda r: r.mrr_at_10)  # the best last
+    for r in results:
+        print(f"== {r.method} ({r.queries} queries, {r.candidates} candidates)")
+        print(f"R@1 {r.r_at_1:.4f}")
+        print(f"R@10 {r.r_at_10:.4f}")
+        print(f"MRR@10 {r.mrr_at_10:.4f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in results], indent=1))
+    return 0
+
+
+def _dataset(args: argparse.Namespace) -> int:
+    from cheetah.search.dataset import package_root, package_rows, write_rows
+
+    missing = [p for p in args.package if package_root(p) is None]
+    if missing:
+        print(f"cheetah search dataset: not installed here: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        rows = package_rows(args.package, args.max_queries, args.seed)
+    except ValueError as e:
+        print(f"cheetah search dataset: {e}", file=sys.stderr)
+        return 2
+    write_rows(rows, args.out)
+    queries = sum(1 for r in rows if r.query)
+    print(f"{len(rows)} rows ({queries} with a query) written to {args.out}")
     return 0
 
 
@@ -133,23 +206,84 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
     t = sub.add_parser(
         "train",
         help="fine-tune the embedder on query -> code pairs; report retrieval before/after",
-        description="Contrastive fine-tuning (in-batch negatives) on docstring -> function "
-        "pairs from standard-library modules and task query -> changed code pairs from the "
-        "train split of --tasks; recall@1/@5 and MRR are measured on held-out modules and "
-        "held-out tasks before and after. The model is written to --out (use it with "
-        "--embedder or CHEETAH_EMBEDDER).",
+        description="Contrastive fine-tuning (in-batch and hard negatives) on docstring -> "
+        "function pairs from standard-library modules and installed packages, and task query "
+        "-> changed code pairs from the train split of --tasks; recall@1/@5 and MRR are "
+        "measured on held-out modules and held-out tasks before and after. The model (or, "
+        "with --lora-rank, the adapter) is written to --out: use it with --embedder or "
+        "CHEETAH_EMBEDDER. Progress is a bar on a terminal, a line every ~10 s in logs.",
     )
     t.add_argument("--out", type=Path, required=True, help="directory for the fine-tuned model")
-    t.add_argument("--base", default="default", help="model to start from (default or a dir)")
+    t.add_argument(
+        "--base",
+        default="stock",
+        help="model to start from: stock (all-MiniLM-L6-v2) or a model directory",
+    )
     t.add_argument(
         "--tasks", type=Path, default=Path("benchmark"), help="task file or bundled set's name"
     )
     t.add_argument("--no-tasks", action="store_true", help="docstring pairs only")
+    t.add_argument(
+        "--package",
+        action="append",
+        help="mine docstring pairs from this installed package (repeatable; default: the 30 "
+        "of search/pairs.py TRAIN_PACKAGES)",
+    )
     t.add_argument("--epochs", type=int, default=1)
     t.add_argument("--batch-size", type=int, default=32)
     t.add_argument("--lr", type=float, default=3e-5)
     t.add_argument("--temperature", type=float, default=0.05)
     t.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: all)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--no-hard-negatives",
+        action="store_true",
+        help="in-batch negatives only (default: each pair also brings another function of "
+        "its own file as a negative)",
+    )
+    t.add_argument(
+        "--lora-rank",
+        type=int,
+        default=0,
+        help="train a LoRA adapter of this rank (a small directory; loads on the stock model) "
+        "instead of all weights",
+    )
+    t.add_argument(
+        "--max-tokens", type=int, default=128, help="tokens per text while training (speed)"
+    )
     t.add_argument("--json", help="also write the figures to this JSON file")
     t.set_defaults(func=_train)
+
+    e = sub.add_parser(
+        "eval",
+        help="retrieval quality on a data set: BM25, embedders, hybrids (R@1, R@10, MRR@10)",
+        description='Each line of --dataset is {"id", "code", "query"?}: every row\'s code '
+        "is a candidate, and a row with a query is a question whose answer is its own code. "
+        "Every method ranks all candidates for every query: bm25 (identifiers split on case "
+        "and underscores), the stock all-MiniLM-L6-v2, each --embedder, and each embedder's "
+        "hybrid with bm25 (z-scored scores, convex combination). Prints R@1, R@10 and a line "
+        "'MRR@10 <value>' per method, the best last.",
+    )
+    e.add_argument("--dataset", type=Path, required=True, help="JSON Lines data set")
+    e.add_argument(
+        "--embedder",
+        action="append",
+        help="also this embedder: 'default', 'stock', or a model directory (repeatable)",
+    )
+    e.add_argument("--no-stock", action="store_true", help="leave out the stock embedder")
+    e.add_argument("--json", help="also write the figures to this JSON file")
+    e.set_defaults(func=_eval)
+
+    d = sub.add_parser(
+        "dataset",
+        help="make a retrieval data set from installed Python packages (docstring -> function)",
+        description="Each function with a docstring gives a query (the docstring's first "
+        "sentence) whose answer is the function with its docstring cut out; every other "
+        "chunk of the package's files is a distractor. pip, setuptools and what pip vendors "
+        "are refused: they are kept unseen as an external test set.",
+    )
+    d.add_argument("--package", action="append", required=True, help="import name (repeatable)")
+    d.add_argument("--out", type=Path, required=True, help="the .jsonl file to write")
+    d.add_argument("--max-queries", type=int, default=300, help="queries per package, at most")
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(func=_dataset)

@@ -14,13 +14,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a model over /v1/chat/completions, /v1/completions, /v1/models, "
-        "/v1/weights and /health.",
+        "/v1/weights and /health; with --embedder also /v1/embeddings.",
     )
     parser.add_argument(
         "--model",
         default="default",
         help="'default' (SmolLM2-135M-Instruct), 'tiny' (random, for tests), a model "
-        "directory, a .safetensors file next to config.json, or a .gguf file",
+        "directory, a .safetensors file next to config.json, a .gguf file, or 'none' "
+        "(embeddings only: give --embedder)",
+    )
+    parser.add_argument(
+        "--embedder",
+        help="also serve /v1/embeddings with this embedder: 'default' (what codebase_search "
+        "uses), 'stock' (all-MiniLM-L6-v2) or a directory from `cheetah search train`; env "
+        "servers and agents then search through it (--embedder http://HOST:PORT/v1)",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -35,16 +42,31 @@ def run_serve(args: argparse.Namespace) -> int:
     from cheetah.inference.local import LocalEngine
     from cheetah.inference.server import create_app
     from cheetah.model.loading import CheckpointError, ModelLoadError, load_model
+    from cheetah.search.embedder import EmbedderUnavailable, load_embedder
 
-    try:
-        loaded = load_model(args.model)
-    except (ModelLoadError, CheckpointError) as e:
-        print(f"cheetah serve: {e}", file=sys.stderr)
+    if args.model == "none" and not args.embedder:
+        print("cheetah serve: --model none serves nothing without --embedder", file=sys.stderr)
         return 2
-    engine = LocalEngine.from_loaded(loaded, max_batch=args.max_batch)
-    app = create_app(engine, args.name or loaded.name)
+    embedder = None
+    if args.embedder:
+        try:
+            embedder = load_embedder(args.embedder)
+        except (EmbedderUnavailable, OSError) as e:
+            print(f"cheetah serve: cannot load embedder {args.embedder!r}: {e}", file=sys.stderr)
+            return 2
+    engine, name = None, args.name or "none"
+    if args.model != "none":
+        try:
+            loaded = load_model(args.model)
+        except (ModelLoadError, CheckpointError) as e:
+            print(f"cheetah serve: {e}", file=sys.stderr)
+            return 2
+        engine = LocalEngine.from_loaded(loaded, max_batch=args.max_batch)
+        name = args.name or loaded.name
+    app = create_app(engine, name, embedder=embedder)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     finally:
-        engine.close()
+        if engine is not None:
+            engine.close()
     return 0

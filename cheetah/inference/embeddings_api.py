@@ -1,0 +1,76 @@
+"""``POST /v1/embeddings`` (OpenAI-compatible) over any ``Embedder``.
+
+One embedding service that env servers and rollout workers share (``cheetah serve
+--embedder SPEC``; with ``--model none`` it serves embeddings only), so they never load
+torch themselves: ``search.remote_embedder.RemoteEmbedder`` is the client.
+
+Request: ``{"input": str | [str], "model"?: str, "encoding_format"?: "float" | "base64"}``.
+Answer: ``{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": ...}],
+"model", "usage"}``, where ``base64`` is each vector's little-endian float32 bytes, as in
+OpenAI's API. Bad input (no texts, too many, a text too long, a wrong type) is a 400 with
+``{"error": {"message", "type"}}``. One embedding call runs at a time, in a worker thread:
+the model already uses every core, and the event loop keeps answering ``/health``.
+
+Left out: token-id inputs, ``dimensions`` (truncated vectors), usage token counts (always 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any, Literal
+
+import numpy as np
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from cheetah.inference.protocol import Embedder, InvalidRequest
+
+MAX_INPUTS = 2048
+MAX_CHARS = 100_000
+
+
+class EmbeddingsRequest(BaseModel):
+    input: str | list[str]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+
+
+def embedder_card(embedder: Embedder) -> dict[str, Any]:
+    return {
+        "id": embedder.name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "cheetah",
+        "kind": "embedding",
+        "dimensions": embedder.dim,
+    }
+
+
+def add_embedding_routes(app: FastAPI, embedder: Embedder) -> None:
+    turn = asyncio.Lock()
+
+    @app.post("/v1/embeddings")
+    async def embeddings(body: EmbeddingsRequest) -> dict[str, Any]:
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        if not texts:
+            raise InvalidRequest("input: give at least one text")
+        if len(texts) > MAX_INPUTS:
+            raise InvalidRequest(f"input: {len(texts)} texts; at most {MAX_INPUTS} a request")
+        if long := [i for i, t in enumerate(texts) if len(t) > MAX_CHARS]:
+            raise InvalidRequest(f"input[{long[0]}]: over {MAX_CHARS} characters")
+        async with turn:
+            vectors = await asyncio.to_thread(embedder.embed, texts)
+        rows = np.asarray(vectors, dtype="<f4")
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(row.tobytes()).decode()
+                if body.encoding_format == "base64"
+                else row.tolist(),
+            }
+            for i, row in enumerate(rows)
+        ]
+        usage = {"prompt_tokens": 0, "total_tokens": 0}
+        return {"object": "list", "data": data, "model": embedder.name, "usage": usage}
