@@ -16,20 +16,29 @@ synced weights per server. A server that holds the weights in another dtype than
 sends refuses every delta (409), so each sync there pays for an encoding before its checkpoint;
 give such servers ``delta_route=None``.
 
-Servers that plug in:
+Servers that plug in (``kind``; ``model.engine_kind`` in a run config):
 
-- cheetah: ``cheetah serve --model default --port 8000``; weights via ``POST /v1/weights``
-  ``{"path": dir}`` (the default ``weights_route``/``weights_field``).
-- vLLM: ``vllm serve <model dir> --port 8000 --logprobs-mode processed_logprobs`` (so its
-  logprobs, like cheetah's, are under the temperature/top-k/top-p distribution actually
-  sampled from; the default is the raw model distribution). vLLM returns ids with
-  ``return_token_ids``. Reloading weights from disk over HTTP differs between vLLM versions;
-  point ``weights_route``/``weights_field`` at what your deployment exposes.
-- SGLang: ``python -m sglang.launch_server --model-path <model dir> --port 30000``; weights via
-  ``RemoteEngine(url, weights_route="/update_weights_from_disk", weights_field="model_path")``.
-  SGLang reports ids under ``meta_info``/``output_ids`` rather than ``token_ids`` in some
-  versions; responses without ids are an ``EngineError`` here rather than a silent
-  re-tokenization.
+- ``cheetah``: ``cheetah serve --model default --port 8000``; weights via ``POST /v1/weights``
+  ``{"path": dir}`` (the default ``weights_route``/``weights_field``), deltas as above.
+- ``vllm``: ``VLLM_SERVER_DEV_MODE=1 vllm serve <model dir> --port 8000 --logprobs-mode
+  processed_logprobs`` (its logprobs, like cheetah's, then come from the temperature-scaled
+  distribution actually sampled from; the default is the raw model's). A checkpoint reloads
+  in place through its development routes: ``POST /pause?mode=wait``, ``POST
+  /collective_rpc`` ``{"method": "reload_weights", "kwargs": {"weights_path": dir}}``, ``POST
+  /reset_prefix_cache`` (KV of the old weights must not serve the new ones), ``POST
+  /resume``; they exist only with ``VLLM_SERVER_DEV_MODE=1``. Read from vLLM 0.33's source
+  (``entrypoints/serve/dev/rpc``, ``entrypoints/rl/online``); older releases name them
+  differently.
+- ``sglang``: ``python -m sglang.launch_server --model-path <model dir> --port 30000``;
+  ``POST /update_weights_from_disk`` ``{"model_path": dir, "flush_cache": true,
+  "weight_version": "<version>"}``, which answers ``{"success": false, "message": ...}`` on
+  a failed load (an ``EngineError`` here). Its logprobs are log_softmax(logits / T), the
+  distribution cheetah trains on. Read from SGLang 0.5.23's source (``io_struct.py``).
+
+Both answer ``/v1/completions`` with ``return_token_ids`` (ids in ``choices[0].token_ids``);
+responses without ids are an ``EngineError`` here rather than a silent re-tokenization.
+``bench/gpu_remote_engines.sh`` starts each on the default model and runs a training step
+against it (a GPU machine; the result or its absence is in BENCHMARKS.md).
 
 Left out: ``top_logprobs`` (servers name alternatives by text, not id), retries and load
 balancing across servers (the rollout scheduler owns those), streaming (a rollout needs the
@@ -70,12 +79,17 @@ class WeightSync:
     fallback: str | None = None  # why a checkpoint went instead of a delta
 
 
+ServerKind = Literal["cheetah", "vllm", "sglang"]
+SERVER_KINDS: tuple[ServerKind, ...] = ("cheetah", "vllm", "sglang")
+
+
 class RemoteEngine:
     def __init__(
         self,
         base_url: str,
         model: str | None = None,
         *,
+        kind: ServerKind = "cheetah",
         api_key: str | None = None,
         timeout_s: float = 600.0,
         weights_route: str = "/v1/weights",
@@ -84,8 +98,14 @@ class RemoteEngine:
         delta_route: str | None = "/v1/weights/delta",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        """``delta_route``: where ``load_weights`` posts weight deltas (None: checkpoints
-        only, for servers other than cheetah's)."""
+        """``kind``: which server's weight-update calls to use (module docstring);
+        ``delta_route``: where ``load_weights`` posts weight deltas (None: checkpoints only;
+        always None for vLLM and SGLang, which take no deltas)."""
+        if kind not in SERVER_KINDS:
+            raise ValueError(f"unknown server kind {kind!r} (one of {', '.join(SERVER_KINDS)})")
+        self.kind = kind
+        if kind != "cheetah":
+            delta_route = None
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
         self.weights_route = weights_route
@@ -131,7 +151,22 @@ class RemoteEngine:
 
     async def load_checkpoint(self, path: str | Path, version: int) -> None:
         """Ask the server to load the checkpoint directory at ``path`` as ``version``."""
-        await self._post(self.weights_route, {self.weights_field: str(path), "version": version})
+        path = str(path)
+        if self.kind == "vllm":
+            await self._request("POST", "/pause?mode=wait", None, want_json=False)
+            try:
+                body = {"method": "reload_weights", "kwargs": {"weights_path": path}}
+                await self._request("POST", "/collective_rpc", body, want_json=False)
+                await self._request("POST", "/reset_prefix_cache", None, want_json=False)
+            finally:
+                await self._request("POST", "/resume", None, want_json=False)
+        elif self.kind == "sglang":
+            body = {"model_path": path, "flush_cache": True, "weight_version": str(version)}
+            answer = await self._post("/update_weights_from_disk", body)
+            if not answer.get("success", False):
+                raise EngineError(f"{self.base_url} did not load {path}: {answer.get('message')}")
+        else:
+            await self._post(self.weights_route, {self.weights_field: path, "version": version})
         self._version = version
 
     async def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
@@ -207,9 +242,16 @@ class RemoteEngine:
         return await self._request("POST", path, body)
 
     async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None, *, content: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        content: bytes | None = None,
+        want_json: bool = True,
     ) -> Any:
-        """JSON ``body``, or raw ``content`` (sent as application/octet-stream)."""
+        """JSON ``body``, or raw ``content`` (sent as application/octet-stream); the answer's
+        JSON (``want_json=False``: routes that may answer with an empty body)."""
         headers = {"Content-Type": "application/octet-stream"} if content is not None else None
         try:
             resp = await self._client.request(
@@ -228,6 +270,8 @@ class RemoteEngine:
             raise EngineError(
                 f"{self.base_url}{path} answered {resp.status_code}: {_message(resp)}"
             )
+        if not want_json:
+            return None
         try:
             return resp.json()
         except ValueError:

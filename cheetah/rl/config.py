@@ -96,6 +96,11 @@ class ModelSection(_Section):
         description="OpenAI-compatible servers (cheetah serve, vLLM, SGLang) to roll out on "
         "instead of the local engine actor; new weights reach them as checkpoint directories",
     )
+    engine_kind: Literal["cheetah", "vllm", "sglang"] = Field(
+        "cheetah",
+        description="what serves engine_urls: its weight-update calls differ "
+        "(inference/remote.py has each server's launch command)",
+    )
     staging_dir: Path = Field(
         Path("/tmp/cheetah-weights"),
         description="where checkpoints for engine_urls are written (the servers must read it)",
@@ -184,6 +189,12 @@ class TrainSection(TrainConfig):
         "(emulated exactly on CPU; cheetah/model/mxfp8.py)",
     )
     checkpoint_every: int = Field(2, description="steps between checkpoints")
+    world_size: int = Field(
+        1,
+        ge=1,
+        description="trainer ranks: 1 trains in the driver process; N > 1 shards the model "
+        "over N Ray actor ranks with FSDP2 (gloo on CPU, one GPU each with NCCL on cuda)",
+    )
     sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
     sft_lr: float = Field(5e-5)
     sft_batch: int = Field(4, description="oracle trajectories per SFT step (rotating)")

@@ -39,7 +39,7 @@ from typing import Any
 import ray
 
 from cheetah.inference.ray_engine import EngineActor, RayEngine
-from cheetah.model.loading import load_policy
+from cheetah.model.loading import load_policy, tokenizer_for
 from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
@@ -108,21 +108,40 @@ class TrainJob:
             # path, behind every other process on a shared machine (the run's own sandboxes
             # included); an explicit RAY_worker_niceness still wins.
             os.environ.setdefault("RAY_worker_niceness", "0")
+            # RAY_ADDRESS set (docs/multi-node.md): join that cluster, whose nodes declared
+            # their own CPUs and GPUs; else a new local one sized to this machine (never a
+            # cluster some other `ray start` left running here).
+            joined = bool(os.environ.get("RAY_ADDRESS"))
+            local = {} if joined else {"address": "local", "num_cpus": max(2, os.cpu_count() or 2)}
             ray.init(
-                num_cpus=max(2, os.cpu_count() or 2),
+                **local,
                 include_dashboard=False,
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-        loaded = load_policy(cfg.model.spec, cfg.train.mxfp8)
-        loaded.model.to(cfg.model.device)
-        self.tokenizer = loaded.tokenizer
-        self.trainer = Trainer(
-            loaded.model,
-            loaded.tokenizer,
-            cfg.train,
-            temperature=cfg.rollout.temperature,
-        )
+        if cfg.train.world_size > 1:  # sharded over Ray actor ranks (rl/trainer_group.py)
+            from cheetah.rl.trainer_group import TrainerGroup
+
+            self.tokenizer = tokenizer_for(cfg.model.spec)
+            self.trainer = TrainerGroup(
+                cfg.train.world_size,
+                cfg.model.spec,
+                cfg.train,
+                mxfp8=cfg.train.mxfp8,
+                device=cfg.model.device,
+                temperature=cfg.rollout.temperature,
+            )
+            self.log(f"trainer: {cfg.train.world_size} ranks, the model sharded (FSDP2)")
+        else:
+            loaded = load_policy(cfg.model.spec, cfg.train.mxfp8)
+            loaded.model.to(cfg.model.device)
+            self.tokenizer = loaded.tokenizer
+            self.trainer = Trainer(
+                loaded.model,
+                loaded.tokenizer,
+                cfg.train,
+                temperature=cfg.rollout.temperature,
+            )
         if cfg.model.engine_urls:  # remote servers: no local engine actor
             self.engine, self.sync_targets = None, remote_engines(cfg)
         else:
@@ -169,7 +188,11 @@ class TrainJob:
         self._emit(f"[{m:02d}:{sec:02d}] {message}")
 
     def close(self) -> None:
-        """Stop what ``start`` started here (the env server; Ray stays up for the caller)."""
+        """Stop what ``start`` started here (the env server, trainer ranks; Ray stays up for
+        the caller)."""
+        close_ranks = getattr(getattr(self, "trainer", None), "close", None)
+        if close_ranks is not None:  # a TrainerGroup's ranks
+            close_ranks()
         if self.env_server is not None:
             self.env_server.stop()
             self.env_server = None

@@ -8,6 +8,8 @@ Model (all times in simulated seconds):
   generation holds one slot for ``tokens_per_turn * token_s`` and waits FIFO when
   all slots are busy (continuous batching in the decode-bound regime);
 - workers: ``workers`` rollout slots (one agent loop and sandbox each);
+- env servers: ``env_slots`` tool steps run at once over the whole fleet (0: no limit); a
+  tool step holds a slot for its latency and waits FIFO when all are busy;
 - the trainer takes ``groups_per_step`` groups per step of ``train_step_s``; after
   each step the new weights reach the engines and decoding pauses ``weight_sync_s``.
   Asynchronous: training overlaps generation, stale groups are dropped. Barrier:
@@ -16,7 +18,8 @@ Model (all times in simulated seconds):
 
 Reported: rollouts trained per hour, engine utilization (busy slot-time over slot
 capacity for the whole run, and for the steady state before the last rollout
-starts, which leaves out the end-of-run drain), worker utilization, staleness drops. Deliberately left out:
+starts, which leaves out the end-of-run drain), worker, env-server and trainer utilization,
+the share of time decoding is paused for weight sync, staleness drops. Deliberately left out:
 prefill cost, KV-cache pressure, interruption of in-flight generations at sync.
 """
 
@@ -50,6 +53,7 @@ class SimConfig:
     train_step_s: float = 60.0
     weight_sync_s: float = 2.0
     max_staleness: int = 8
+    env_slots: int = 0  # tool steps at once over all env servers (0: unlimited)
     seed: int = 0
 
 
@@ -65,6 +69,9 @@ class SimResult:
     groups_dropped_stale: int
     train_steps: int
     wall_s: float
+    env_utilization: float = 0.0  # busy env slot-time over capacity (0 when unlimited)
+    trainer_utilization: float = 0.0  # time the trainer steps over the run
+    sync_pause_share: float = 0.0  # time decoding waits for weight sync over the run
 
 
 def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
@@ -91,6 +98,9 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
     events: list[tuple[float, int, int, int]] = []  # (time, seq, kind, rollout id)
     seq = itertools.count()
     GEN_DONE, TOOL_DONE, TRAIN_DONE = 0, 1, 2
+    env_queue: deque[tuple[int, float]] = deque()  # (rollout id, latency) waiting for a slot
+    env_busy = 0
+    env_busy_s = 0.0
     state: dict[int, list] = {}  # rollout id -> [spec, turns left, versions]
     queue: deque[int] = deque()
     busy = 0
@@ -114,6 +124,15 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
         busy_slot_s += gen_s
         state[rid][2].append(version)
         heapq.heappush(events, (begin + gen_s, next(seq), GEN_DONE, rid))
+
+    def start_tool(rid: int, latency: float) -> None:
+        nonlocal env_busy, env_busy_s
+        if cfg.env_slots and env_busy >= cfg.env_slots:
+            env_queue.append((rid, latency))
+            return
+        env_busy += 1
+        env_busy_s += latency
+        heapq.heappush(events, (now + latency, next(seq), TOOL_DONE, rid))
 
     def launch() -> None:
         for _, spec in sched.assign(trainer_busy=training):
@@ -142,9 +161,11 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
                 start_gen(queue.popleft())
             spec, left, versions = state[rid]
             k = int(turns[rid]) - left
-            latency = tool_draws[tool_offsets[rid] + k]
-            heapq.heappush(events, (now + latency, next(seq), TOOL_DONE, rid))
+            start_tool(rid, float(tool_draws[tool_offsets[rid] + k]))
         elif kind == TOOL_DONE:
+            env_busy -= 1
+            if env_queue:
+                start_tool(*env_queue.popleft())
             st = state[rid]
             st[1] -= 1
             if st[1] > 0:
@@ -179,6 +200,9 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
         groups_dropped_stale=sched.stats.groups_dropped_stale,
         train_steps=steps,
         wall_s=time.perf_counter() - t_wall,
+        env_utilization=float(env_busy_s / (cfg.env_slots * makespan)) if cfg.env_slots else 0.0,
+        trainer_utilization=float(steps * cfg.train_step_s / makespan),
+        sync_pause_share=float(min(1.0, steps * cfg.weight_sync_s / makespan)),
     )
 
 

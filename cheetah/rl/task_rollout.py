@@ -22,7 +22,10 @@ from cheetah.rl.scheduler import Finished, RolloutSpec
 def remote_engines(cfg: TrainRunConfig) -> list[Any]:
     from cheetah.inference.remote import RemoteEngine
 
-    return [RemoteEngine(url, staging_dir=cfg.model.staging_dir) for url in cfg.model.engine_urls]
+    m = cfg.model
+    return [
+        RemoteEngine(url, kind=m.engine_kind, staging_dir=m.staging_dir) for url in m.engine_urls
+    ]
 
 
 def env_token(cfg: TrainRunConfig) -> str:

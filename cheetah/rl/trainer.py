@@ -24,9 +24,13 @@ and every engine loads it); ``save_for_engines`` writes a HF checkpoint director
 remote engines (vLLM, SGLang, ``cheetah serve``) reload. Both report their time.
 
 Checkpoints are HF directories (``save_pretrained``, safetensors) plus
-``trainer_state.pt`` (optimizer, step, version, RNG) and ``cursor.json`` (whatever the
-caller needs to resume its data stream). Deliberately left out: FSDP and tensor
-parallelism (one process here; the scale path is FSDP2 around the same step). Longer than
+``trainer_state.pt`` (optimizer, step, version), ``rng-<rank>.pt`` and ``cursor.json``
+(whatever the caller needs to resume its data stream). Data parallel: the same step runs on
+every rank of a process group with the model sharded by FSDP2 (``rl/sharding.py``) and its
+share of the samples, and equals one process's step (token mean over the whole batch,
+gradients summed over ranks); the weights are gathered for engines and checkpoints, the
+optimizer state is checkpointed shard by shard (``<checkpoint>/optimizer``). Deliberately
+left out: tensor parallelism. Longer than
 most modules: the forward with a shared prefix, the step and the checkpoint format all
 depend on the same model and optimizer state, and split apart they would pass it around.
 """
@@ -34,6 +38,7 @@ depend on the same model and optimizer state, and split apart they would pass it
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -46,9 +51,62 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.memory import release_memory
 from cheetah.model.kv_cache import cache_keyword, cache_with, num_cache_layers
+from cheetah.rl import sharding
 from cheetah.rl.config import TrainConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.loss import entropy_from_logits, policy_loss, token_logprobs
+
+
+class SelectedLogits(torch.nn.Module):
+    """The model's logits at the positions whose next token is trained, only: the decoder
+    over every position, the LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2)
+    only where ``sel`` is set, about a tenth of an agent conversation. With ``prefix`` > 0
+    the first ``prefix`` tokens (none of them predicts a trained token) run once for all
+    rows (``_forward_shared_prefix``). One module, so that a sharded model gathers the
+    embeddings and the head (tied or not) around this whole computation."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention: torch.Tensor, sel: torch.Tensor, prefix: int
+    ) -> torch.Tensor:
+        decoder = self.model.get_decoder()
+        if prefix > 0:
+            hidden = _forward_shared_prefix(decoder, input_ids, attention, prefix)
+            hidden = hidden[:, :-1][sel[:, prefix:]]
+        else:
+            hidden = decoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+            hidden = hidden[:, :-1][sel]
+        return self.model.get_output_embeddings()(hidden)
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _sum_over_ranks(value):
+    """``value`` (a float or a tensor) summed over the ranks; itself in one process."""
+    if _world_size() == 1:
+        return value
+    import torch.distributed as dist
+
+    t = value.clone() if torch.is_tensor(value) else torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t if torch.is_tensor(value) else float(t.item())
+
+
+def _max_over_ranks(value: float) -> float:
+    if _world_size() == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 @dataclass
@@ -145,6 +203,9 @@ class Trainer:
         temperature: float = 1.0,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
+        # The forward the step runs (module ``SelectedLogits``); ``rl/sharding.py`` makes it
+        # the root FSDP unit when ``model`` is sharded.
+        self.lm = getattr(model, "selected_logits", None) or SelectedLogits(model)
         self.cfg = cfg or TrainConfig()
         self.temperature = temperature
         self.opt = torch.optim.AdamW(
@@ -166,32 +227,22 @@ class Trainer:
         self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
         layers = DynamicCache(config=model.config).layers
         self._prefix_cache_ok = bool(layers) and all(type(x) is DynamicLayer for x in layers)
+        # Sharded (FSDP2), a layer's prefix pass gets its gradient through the KV cache, not
+        # its output, so FSDP's pre-backward hook would not gather the layer for it: whole
+        # sequences there.
+        self._prefix_cache_ok &= getattr(model, "selected_logits", None) is None
 
     def _forward(
         self, b: dict[str, torch.Tensor], temperature: float, prefix: int = 0
     ) -> dict[str, torch.Tensor]:
         """Logprobs (under softmax(logits / temperature)) of the trained tokens only, flattened
-        to [1, N] with what goes with them.
-
-        The LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2) runs only on the
-        positions whose next token is trained, about a tenth of an agent conversation, which
-        is most of the memory and time of a step on a CPU. With ``prefix`` > 0 (at most
-        ``shared_prefix_len`` of the batch) the first ``prefix`` tokens run once for all rows.
-        """
+        to [1, N] with what goes with them (``SelectedLogits`` says which positions run the
+        head; ``prefix`` is at most ``shared_prefix_len`` of the batch)."""
         device = next(self.model.parameters()).device
         b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
         sel = b["mask"][:, 1:].bool()
-        decoder = self.model.get_decoder()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            if prefix > 0:
-                # no position in the prefix predicts a trained token: sel[:, :prefix] is 0
-                hidden = _forward_shared_prefix(decoder, b["input_ids"], b["attention"], prefix)
-                hidden = hidden[:, :-1][sel[:, prefix:]]
-            else:
-                hidden = decoder(
-                    input_ids=b["input_ids"], attention_mask=b["attention"]
-                ).last_hidden_state[:, :-1][sel]
-            logits = self.model.get_output_embeddings()(hidden).float()
+            logits = self.lm(b["input_ids"], b["attention"], sel, prefix).float()
         if temperature != 1.0:
             logits = logits / temperature
         targets = b["input_ids"][:, 1:][sel]
@@ -208,7 +259,13 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
-        total = sum(s.trained_tokens for s in samples)
+        world = _world_size()
+        if world > 1 and not samples:
+            raise ValueError("every rank needs at least one sample (its forward joins the rest)")
+        # Data parallel (``rl/sharding.py``): each rank has its share of the samples; the
+        # token mean is over the whole batch, and FSDP's gradient mean over ranks is undone
+        # (times ``world``) so the update is the one process's, whatever the split.
+        total = _sum_over_ranks(float(sum(s.trained_tokens for s in samples)))
         if total == 0:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
@@ -238,11 +295,17 @@ class Trainer:
                 agg["max"] = max(agg["max"], out.mismatch_max_abs)
             else:
                 loss = -lp.mean()
-            (loss * share).backward()
+            (loss * share * world).backward()
             agg["loss"] += float(loss.detach()) * share
             agg["ent"] += entropy_from_logits(f["logits"].detach(), mask) * share
+        if world > 1:
+            keys = ("loss", "clip", "kl", "isw", "ent")
+            summed = _sum_over_ranks(torch.tensor([agg[k] for k in keys], dtype=torch.float64))
+            agg |= dict(zip(keys, summed.tolist(), strict=True))
+            agg["max"] = _max_over_ranks(agg["max"])
         params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip))
+        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.model.eval()
@@ -280,7 +343,10 @@ class Trainer:
 
     # -- weights out ------------------------------------------------------------------
     def engine_state(self) -> dict[str, torch.Tensor]:
-        """A CPU copy of the weights (what travels to engines through Ray or a server)."""
+        """A CPU copy of the weights (what travels to engines through Ray or a server); a
+        sharded model is gathered once, to rank 0 (the other ranks get ``{}``)."""
+        if _world_size() > 1:
+            return sharding.full_state(self.model)
         return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
 
     async def sync_to(self, engines: Iterable[Any]) -> float:
@@ -300,34 +366,44 @@ class Trainer:
         return time.perf_counter() - t0
 
     def save_for_engines(self, directory: Path) -> float:
-        """A HF checkpoint directory for engines that reload from disk; seconds taken."""
+        """A HF checkpoint directory for engines that reload from disk (written by rank 0 of
+        a sharded trainer, every rank taking part in the gather); seconds taken."""
         t0 = time.perf_counter()
-        self.model.save_pretrained(directory, safe_serialization=True)
-        self.tokenizer.save_pretrained(directory)
+        state = self.engine_state() if _world_size() > 1 else None
+        if sharding.rank() == 0:
+            self.model.save_pretrained(directory, state_dict=state, safe_serialization=True)
+            self.tokenizer.save_pretrained(directory)
         return time.perf_counter() - t0
 
     # -- checkpoints ----------------------------------------------------------------------
     def save_checkpoint(self, directory: Path, cursor: dict[str, Any]) -> Path:
-        """Write ``directory`` atomically (a temp name, then rename)."""
+        """Write ``directory`` atomically (a temp name, then rename). Sharded, every rank
+        calls it: the weights are gathered into one HF directory, the optimizer state is
+        written shard by shard (``rl/sharding.py``)."""
         directory = Path(directory)
         tmp = directory.with_name(directory.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
+        world, rank = _world_size(), sharding.rank()
+        if rank == 0:
+            if tmp.exists():
+                shutil.rmtree(tmp)  # left by a crash during an earlier save
+            tmp.mkdir(parents=True)
+        sharding.barrier()
         self.save_for_engines(tmp)
-        torch.save(
-            {
-                "optimizer": self.opt.state_dict(),
-                "step": self.step_count,
-                "version": self.version,
-                "rng": torch.get_rng_state(),
-            },
-            tmp / "trainer_state.pt",
-        )
-        (tmp / "cursor.json").write_text(json.dumps(cursor, indent=1))
-        if directory.exists():
-            import shutil
-
-            shutil.rmtree(directory)
-        tmp.rename(directory)
+        state = {"step": self.step_count, "version": self.version, "world_size": world}
+        if world > 1:
+            sharding.save_optimizer(self.model, self.opt, tmp)
+        else:
+            state["optimizer"] = self.opt.state_dict()
+        torch.save(torch.get_rng_state(), tmp / f"rng-{rank}.pt")
+        if rank == 0:
+            torch.save(state, tmp / "trainer_state.pt")
+            (tmp / "cursor.json").write_text(json.dumps(cursor, indent=1))
+        sharding.barrier()
+        if rank == 0:
+            if directory.exists():
+                shutil.rmtree(directory)
+            tmp.rename(directory)
+        sharding.barrier()
         return directory
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any]:
@@ -336,7 +412,11 @@ class Trainer:
 
         directory = Path(directory)
         state = read_state_dict(directory)
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        world = _world_size()
+        if world > 1:
+            missing, unexpected = sharding.load_full_state(self.model, state)
+        else:
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
         real_missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights
         if real_missing or unexpected:
             raise ValueError(
@@ -344,9 +424,19 @@ class Trainer:
                 f"(missing {real_missing[:3]}, unexpected {unexpected[:3]})"
             )
         ts = torch.load(directory / "trainer_state.pt", weights_only=False)
-        self.opt.load_state_dict(ts["optimizer"])
+        saved_world = ts.get("world_size", 1)
+        if saved_world != world:
+            raise ValueError(
+                f"{directory}: optimizer state saved by {saved_world} rank(s), this trainer "
+                f"has {world}; resume with train.world_size = {saved_world}"
+            )
+        if world > 1:
+            sharding.load_optimizer(self.model, self.opt, directory)
+        else:
+            self.opt.load_state_dict(ts["optimizer"])
         self.step_count, self.version = ts["step"], ts["version"]
-        torch.set_rng_state(ts["rng"])
+        rng = directory / f"rng-{sharding.rank()}.pt"
+        torch.set_rng_state(torch.load(rng) if rng.exists() else ts["rng"])
         return json.loads((directory / "cursor.json").read_text())
 
 

@@ -28,13 +28,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from cheetah.inference.protocol import Embedder
-from cheetah.progress import Pace
 from cheetah.search.dataset import Row
+from cheetah.search.index import embed_in_slices
 from cheetah.search.lexical import BM25
 
 DENSE_WEIGHT = 0.9
 BLOCK = 256  # queries scored at once (a BLOCK x candidates matrix)
-EMBED_SLICE = 512  # texts embedded between progress checks
 
 
 @dataclass
@@ -79,17 +78,6 @@ def summarize(method: str, r: np.ndarray, candidates: int) -> MethodResult:
     )
 
 
-def _embed(embedder: Embedder, texts: list[str], log: Callable[[str], None]) -> np.ndarray:
-    """``embedder.embed`` in slices, with a progress line every ~10 s (long on CPU)."""
-    pace, parts = Pace(), []
-    for lo in range(0, len(texts), EMBED_SLICE):
-        parts.append(embedder.embed(texts[lo : lo + EMBED_SLICE]))
-        done = min(lo + EMBED_SLICE, len(texts))
-        if pace.due(final=done == len(texts)):
-            log(f"{embedder.name}: {done}/{len(texts)} texts embedded")
-    return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
-
-
 def evaluate_rows(
     rows: Sequence[Row],
     embedders: Sequence[Embedder],
@@ -104,7 +92,10 @@ def evaluate_rows(
     log(f"{len(queries)} queries over {len(codes)} candidates")
     bm25 = BM25(codes)
     lexical_ranks, dense_ranks, hybrid_ranks = [], {}, {}
-    vectors = {e.name: (_embed(e, codes, log), _embed(e, queries, log)) for e in embedders}
+    vectors = {
+        e.name: (embed_in_slices(e, codes, log), embed_in_slices(e, queries, log))
+        for e in embedders
+    }
     for lo in range(0, len(queries), BLOCK):
         block = slice(lo, lo + BLOCK)
         lex = np.stack([bm25.scores(q) for q in queries[block]])

@@ -77,3 +77,71 @@ async def test_remote_errors_are_typed(remote, tmp_path):
     with pytest.raises(EngineError, match="cannot reach"):
         await dead.generate([1, 2], GREEDY)
     await dead.aclose()
+
+
+class Recorder:
+    """A stand-in vLLM or SGLang server: records each call, answers like the real one."""
+
+    def __init__(self, sglang_success: bool = True):
+        self.calls: list[tuple[str, str, dict | None]] = []
+        self.sglang_success = sglang_success
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        import json
+
+        body = json.loads(request.content) if request.content else None
+        self.calls.append((request.method, request.url.path + _query(request), body))
+        if request.url.path == "/update_weights_from_disk":
+            ok = self.sglang_success
+            return httpx.Response(
+                200 if ok else 400, json={"success": ok, "message": "" if ok else "bad shapes"}
+            )
+        return httpx.Response(200)  # vLLM's development routes answer with an empty body
+
+
+def _query(request: httpx.Request) -> str:
+    return f"?{request.url.query.decode()}" if request.url.query else ""
+
+
+async def test_vllm_and_sglang_reload_a_checkpoint_with_their_own_calls(tmp_path):
+    import torch
+
+    vllm = Recorder()
+    eng = RemoteEngine(
+        "http://vllm:8000/v1",
+        kind="vllm",
+        staging_dir=tmp_path,
+        transport=httpx.MockTransport(vllm),
+    )
+    await eng.load_weights({"w": torch.ones(2)}, 3)
+    ckpt = str(tmp_path / "v3")
+    assert vllm.calls == [
+        ("POST", "/pause?mode=wait", None),
+        ("POST", "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": ckpt}}),
+        ("POST", "/reset_prefix_cache", None),
+        ("POST", "/resume", None),
+    ]
+    assert eng.policy_version == 3 and eng.delta_route is None  # no deltas: checkpoints only
+    await eng.load_weights({"w": torch.zeros(2)}, 4)
+    assert vllm.calls[4][1] == "/pause?mode=wait"  # the second sync is a checkpoint too
+
+    sglang = Recorder()
+    eng = RemoteEngine(
+        "http://sg:30000",
+        kind="sglang",
+        staging_dir=tmp_path,
+        transport=httpx.MockTransport(sglang),
+    )
+    await eng.load_weights({"w": torch.ones(2)}, 5)
+    body = {"model_path": str(tmp_path / "v5"), "flush_cache": True, "weight_version": "5"}
+    assert sglang.calls == [("POST", "/update_weights_from_disk", body)]
+    failing = RemoteEngine(
+        "http://sg:30000",
+        kind="sglang",
+        staging_dir=tmp_path,
+        transport=httpx.MockTransport(Recorder(sglang_success=False)),
+    )
+    with pytest.raises(InvalidRequest, match="bad shapes"):
+        await failing.load_weights({"w": torch.ones(2)}, 6)
+    with pytest.raises(ValueError, match="unknown server kind 'tgi'"):
+        RemoteEngine("http://x", kind="tgi")  # type: ignore[arg-type]

@@ -87,8 +87,10 @@ def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
-def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
-    proc = train(tmp_path, "train.steps=4", "train.checkpoint_every=1")
+@pytest.mark.parametrize("world", [1, 2], ids=["one-process", "sharded-2-ranks"])
+def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
+    run = ["train.steps=4", "train.checkpoint_every=1", f"train.world_size={world}"]
+    proc = train(tmp_path, *run)
     db_path = tmp_path / "quickstart" / "run.sqlite"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # kill once a checkpoint exists and rollouts flow
@@ -102,7 +104,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
         before = dict(db.execute("SELECT rollout_id, reward FROM rollouts").fetchall())
     assert before, "rollouts finished before the kill are in the store"
 
-    proc = train(tmp_path, "train.steps=4", "train.checkpoint_every=1")
+    proc = train(tmp_path, *run)
     proc.kill()  # a second run without --resume must refuse the existing run dir
     proc.wait()
     resumed = subprocess.run(
@@ -112,16 +114,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
             "--config",
             "quickstart",
             "--resume",
-            *[
-                a
-                for s in [
-                    *SMALL,
-                    f"run.out_dir={tmp_path}",
-                    "train.steps=4",
-                    "train.checkpoint_every=1",
-                ]
-                for a in ("--set", s)
-            ],
+            *[a for s in [*SMALL, f"run.out_dir={tmp_path}", *run] for a in ("--set", s)],
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -156,6 +149,8 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path):
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "sft" / "model.safetensors").is_file()
+    sharded = (tmp_path / "quickstart" / "checkpoints" / "step-4" / "optimizer").is_dir()
+    assert sharded == (world > 1)  # the optimizer state was written shard by shard
 
 
 @pytest.mark.slow

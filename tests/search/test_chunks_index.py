@@ -148,6 +148,34 @@ def test_search_ranks_by_similarity_and_filters_by_path(repo):
     assert {h.chunk.path for h in index.search("x", k=10, under="pkg")} == {"pkg/a.py", "pkg/b.py"}
 
 
+def test_top_k_selection_matches_a_full_sort_and_the_filter(tmp_path, monkeypatch):
+    import cheetah.search.index as index_mod
+    from cheetah.search.index import top_k
+
+    scores = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    for k in (0, 1, 7, 999, 1000, 5000):
+        assert top_k(scores, k) == [int(i) for i in np.argsort(-scores)[: max(k, 0)]]
+    root = tmp_path / "big"
+    for d in ("src", "srcx", "tests"):  # "srcx" shares a prefix with "src" but is not under it
+        (root / d).mkdir(parents=True)
+        for i in range(30):
+            (root / d / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    monkeypatch.setattr(index_mod, "EMBED_SLICE", 16)
+    monkeypatch.setattr(index_mod.Pace, "due", lambda self, final=False: True)
+    lines: list[str] = []
+    index = CodeIndex(root, CountingEmbedder())
+    index.update(log=lines.append)
+    assert lines[0] == "counting: 16/90 texts embedded" and lines[-1].startswith("counting: 90/")
+    hits = index.search("f3", k=100, under="src/")
+    assert len(hits) == 30 and {h.chunk.path.split("/")[0] for h in hits} == {"src"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    everything = index.search("f3", k=10)
+    q = CountingEmbedder().embed(["f3"])[0]
+    matrix, rows, _, _ = index._stack()
+    assert [h.chunk for h in everything] == [rows[i] for i in np.argsort(-(matrix @ q))[:10]]
+    assert index.search("f3", k=5, under="nowhere") == []
+
+
 def test_save_and_load_keep_the_index_across_processes(repo, tmp_path):
     emb = CountingEmbedder()
     index = CodeIndex(repo, emb)
