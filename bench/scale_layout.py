@@ -129,13 +129,17 @@ def main() -> None:
         r = simulate(c, barrier=False)
         gains[name] = r.rollouts_per_hour / rate
         print(line(name, r, rate))
-    resources = [k for k in gains if k.startswith(("2x engines", "2x env", "2x trainer", "weight"))]
-    first = max(resources, key=gains.__getitem__)
+    machines = {
+        "engines": "2x engines",
+        "env servers": "2x env servers",
+        "trainer": "2x trainer GPUs",
+        "weight sync": "weight sync 2x faster",
+    }
+    first = max(machines, key=lambda m: gains[machines[m]])
     print(
-        f"saturates first: {first.replace('2x ', '').replace(' 2x faster', '')} "
-        f"({gains[first]:.2f}x from doubling it; groups dropped stale: "
-        f"{base.groups_dropped_stale * cfg.group_size / cfg.rollouts:.0%} of rollouts; "
-        f"simulated in {time.perf_counter() - t0:.0f} s)"
+        f"saturates first: {first} ({gains[machines[first]]:.2f}x from doubling it); "
+        f"rollouts dropped as stale: {base.groups_dropped_stale * cfg.group_size / cfg.rollouts:.0%} "
+        f"(simulated in {time.perf_counter() - t0:.0f} s)"
     )
 
 

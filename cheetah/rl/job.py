@@ -1,7 +1,9 @@
 """`cheetah train`: the main job, read top to bottom.
 
 1. Resolve the config, open the run directory (``config.json``, ``run.sqlite``).
-2. Start Ray locally: one engine actor (``inference/ray_engine.py``), or none when
+2. Start Ray locally (or join the cluster of ``RAY_ADDRESS``: ``docs/multi-node.md``); the
+   trainer (one process, or ``train.world_size`` sharded ranks: ``rl/trainer_group.py``);
+   one engine actor (``inference/ray_engine.py``), or none when
    ``model.engine_urls`` names OpenAI-compatible servers (cheetah serve, vLLM, SGLang)
    that reload checkpoint directories; rollout workers that run the harness against
    the env fleet (the servers of ``rollout.env_urls``, or one env server started for
@@ -39,7 +41,6 @@ from typing import Any
 import ray
 
 from cheetah.inference.ray_engine import EngineActor, RayEngine
-from cheetah.model.loading import load_policy, tokenizer_for
 from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
@@ -97,7 +98,7 @@ class TrainJob:
 
     # -- setup ----------------------------------------------------------------------------
     def start(self) -> None:
-        from cheetah.rl.trainer import Trainer
+        from cheetah.rl.trainer_group import build_trainer  # torch: loaded when the job starts
 
         cfg = self.cfg
         self.loggers = make_loggers(
@@ -119,29 +120,9 @@ class TrainJob:
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-        if cfg.train.world_size > 1:  # sharded over Ray actor ranks (rl/trainer_group.py)
-            from cheetah.rl.trainer_group import TrainerGroup
-
-            self.tokenizer = tokenizer_for(cfg.model.spec)
-            self.trainer = TrainerGroup(
-                cfg.train.world_size,
-                cfg.model.spec,
-                cfg.train,
-                mxfp8=cfg.train.mxfp8,
-                device=cfg.model.device,
-                temperature=cfg.rollout.temperature,
-            )
+        self.trainer, self.tokenizer = build_trainer(cfg)
+        if cfg.train.world_size > 1:
             self.log(f"trainer: {cfg.train.world_size} ranks, the model sharded (FSDP2)")
-        else:
-            loaded = load_policy(cfg.model.spec, cfg.train.mxfp8)
-            loaded.model.to(cfg.model.device)
-            self.tokenizer = loaded.tokenizer
-            self.trainer = Trainer(
-                loaded.model,
-                loaded.tokenizer,
-                cfg.train,
-                temperature=cfg.rollout.temperature,
-            )
         if cfg.model.engine_urls:  # remote servers: no local engine actor
             self.engine, self.sync_targets = None, remote_engines(cfg)
         else:

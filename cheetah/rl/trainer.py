@@ -271,12 +271,21 @@ class Trainer:
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
         # sliding-window or other special cache layers: whole sequences, as without the option
         share_prefix = self.cfg.share_prefix and self._prefix_cache_ok
-        for mb in micro_batches(samples, self.cfg.micro_batch_tokens, share_prefix):
+        batches: list[list[Sample] | None] = list(
+            micro_batches(samples, self.cfg.micro_batch_tokens, share_prefix)
+        )
+        if world > 1:  # FSDP's gathers pair up across ranks: all run as many passes
+            batches += [None] * (int(_max_over_ranks(len(batches))) - len(batches))
+        for mb in batches:
+            counted = mb is not None  # None: a pass that only keeps the collectives in step
+            mb = mb if mb is not None else samples[:1]
             temperature = self.temperature if objective == "rl" else 1.0
             prefix = shared_prefix_len(mb) if share_prefix and len(mb) > 1 else 0
             f = self._forward(_pad(mb, self.pad_id), temperature, prefix)
             lp, mask = f["lp"], f["mask"]
-            if lp.numel() == 0:
+            if lp.numel() == 0 or not counted:
+                if world > 1:
+                    (lp.sum() * 0.0).backward()
                 continue
             share = lp.numel() / total  # token-level mean over the whole batch
             if objective == "rl":

@@ -30,7 +30,7 @@ from typing import Any
 import ray
 
 from cheetah.inference.ray_engine import RayEngine
-from cheetah.rl.config import TrainConfig
+from cheetah.rl.config import TrainConfig, TrainRunConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.sharding import split_for_rank
 from cheetah.rl.trainer import StepMetrics
@@ -197,3 +197,26 @@ class TrainerGroup:
         for r in self.ranks:
             ray.kill(r)
         self.ranks = []
+
+
+def build_trainer(cfg: TrainRunConfig) -> tuple[Any, Any]:
+    """A run's trainer and tokenizer: a ``Trainer`` in this process (``world_size`` 1), or a
+    ``TrainerGroup`` (this process then loads the tokenizer only)."""
+    from cheetah.model.loading import load_policy, tokenizer_for
+    from cheetah.rl.trainer import Trainer
+
+    t = cfg.train
+    if t.world_size > 1:
+        group = TrainerGroup(
+            t.world_size,
+            cfg.model.spec,
+            t,
+            mxfp8=t.mxfp8,
+            device=cfg.model.device,
+            temperature=cfg.rollout.temperature,
+        )
+        return group, tokenizer_for(cfg.model.spec)
+    loaded = load_policy(cfg.model.spec, t.mxfp8)
+    loaded.model.to(cfg.model.device)
+    trainer = Trainer(loaded.model, loaded.tokenizer, t, temperature=cfg.rollout.temperature)
+    return trainer, loaded.tokenizer

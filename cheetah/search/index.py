@@ -4,8 +4,9 @@ Each ``update`` walks the workspace (``.gitignore`` respected, binary and large 
 skipped), hashes every file (a stat cache of size + mtime spares re-reading files
 that did not change), and builds a Merkle tree: a directory's hash covers the names
 and hashes below it. The root hash alone says whether anything changed; otherwise
-only files whose hash differs are re-chunked and re-embedded, subtrees whose hash is
-unchanged are skipped whole, and removed files drop their chunks. ``save``/``load``
+only files whose hash differs are re-chunked, and of their chunks only those whose text
+changed are re-embedded; subtrees whose hash is unchanged are skipped whole, and removed
+files drop their chunks. ``save``/``load``
 keep an index between processes so a re-index after a small edit costs one file.
 
 Search is exact cosine similarity over all chunk vectors: one matrix-vector product and a
@@ -217,18 +218,24 @@ class CodeIndex:
                 except PathError:  # gone since the scan
                     data = b""
             per_file[p] = chunk_file(p, data.decode("utf-8", errors="replace"))
-        chunks = [c for p in todo for c in per_file[p]]
-        vectors = embed_in_slices(self.embedder, [c.embed_text for c in chunks], log)
-        start = 0
-        for p in todo:  # each file's vectors are the next len(its chunks) rows
-            n = len(per_file[p])
-            self.files[p] = _File(hashes[p], per_file[p], vectors[start : start + n])
+        # Within a changed file, chunks whose text is unchanged (the functions an edit did not
+        # touch; their line numbers may have moved) keep their vectors: only new text is embedded.
+        previous: dict[str, np.ndarray] = {}
+        for p in todo:
+            if p in self.files:
+                old = self.files[p]
+                previous.update(zip((c.embed_text for c in old.chunks), old.vectors, strict=True))
+        texts = sorted({c.embed_text for p in todo for c in per_file[p]} - previous.keys())
+        fresh = dict(zip(texts, embed_in_slices(self.embedder, texts, log), strict=True))
+        for p in todo:
+            vectors = [fresh.get(c.embed_text, previous.get(c.embed_text)) for c in per_file[p]]
+            matrix = np.stack(vectors) if vectors else np.zeros((0, self.embedder.dim), np.float32)
+            self.files[p] = _File(hashes[p], per_file[p], matrix)
             if self.shared is not None:
                 self.shared.put(p, self.files[p])
-            start += n
         self.dirs = dirs
         self._matrix = None
-        stats.changed, stats.chunks_embedded = changed, len(chunks)
+        stats.changed, stats.chunks_embedded = changed, len(texts)
         stats.wall_s = time.perf_counter() - t0
         return stats
 

@@ -93,6 +93,18 @@ def test_simulation_async_beats_barrier_on_heavy_tails():
     assert async_.engine_utilization_steady > 0.9 > sync.engine_utilization
 
 
+def test_simulated_env_servers_queue_tool_steps_when_full():
+    import dataclasses
+
+    cfg = SimConfig(workers=100, rollouts=2000, engine_slots=100, groups_per_step=8)
+    free = simulate(cfg, barrier=False)
+    tight = simulate(dataclasses.replace(cfg, env_slots=5), barrier=False)
+    assert free.env_utilization == 0.0  # no limit, nothing to report
+    assert tight.env_utilization > 0.9  # five slots for a hundred rollouts: always busy
+    assert tight.rollouts_per_hour < 0.5 * free.rollouts_per_hour
+    assert 0 < free.trainer_utilization <= 1 and 0 < free.sync_pause_share < 1
+
+
 def test_restore_brings_back_untrained_work_and_reruns_only_what_never_finished():
     s = sched(group_size=2, max_in_flight=8)
     # Before the crash: group 0 trained, group 1 complete but untrained, group 2 half done,

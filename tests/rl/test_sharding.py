@@ -24,6 +24,8 @@ pytestmark = pytest.mark.skipif(
 CFG = TrainConfig(lr=1e-3, grad_checkpointing=False, bf16=False, share_prefix=False)
 # the run configs' setting: layers recomputed in backward, each gathered again for it
 CKPT = CFG.model_copy(update={"grad_checkpointing": True})
+# micro-batches of one sample: the ranks (3 and 2 samples) run different numbers of passes
+SMALL = CFG.model_copy(update={"micro_batch_tokens": 40})
 
 
 def batch() -> list[Sample]:
@@ -66,7 +68,9 @@ def rank_main(rank: int, world: int, port: int, objective: str, cfg, queue) -> N
 
 
 @pytest.mark.parametrize(
-    ("objective", "cfg"), [("sft", CFG), ("rl", CFG), ("rl", CKPT)], ids=["sft", "rl", "rl-ckpt"]
+    ("objective", "cfg"),
+    [("sft", CFG), ("rl", CFG), ("rl", CKPT), ("sft", SMALL)],
+    ids=["sft", "rl", "rl-ckpt", "sft-uneven-micro-batches"],
 )
 def test_two_ranks_step_like_one_process(objective, cfg):
     single, weights = one_process(objective, cfg)

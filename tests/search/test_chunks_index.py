@@ -119,6 +119,25 @@ def test_update_embeds_only_what_changed_and_drops_removed_files(repo):
     assert "docs/guide.md" not in {h.chunk.path for h in index.search("guide", k=10)}
 
 
+def test_an_edit_re_embeds_only_the_chunks_whose_text_changed(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    two = "def one():\n    return 1\n\n\ndef two():\n    return 2\n"
+    (root / "m.py").write_text(two)
+    emb = CountingEmbedder()
+    index = CodeIndex(root, emb)
+    assert index.update().chunks_embedded == 2
+    emb.seen.clear()
+    (root / "m.py").write_text("import os\n\n\n" + two.replace("return 2", "return 22"))
+    st = index.update()
+    assert st.changed == ["m.py"] and st.chunks_embedded == 2  # the import, the new two()
+    assert sorted(emb.seen) == ["m.py\nimport os\n\n\n", "m.py two\ndef two():\n    return 22\n"]
+    moved = {c.name: c.start for c in index.files["m.py"].chunks}
+    assert moved == {"": 1, "one": 4, "two": 8}  # one() kept its vector, at its new lines
+    [top] = index.search("m.py one\ndef one():\n    return 1\n", k=1)
+    assert top.chunk.name == "one" and top.score == pytest.approx(1.0, abs=1e-5)
+
+
 def test_indexes_of_forked_workspaces_embed_each_file_once(repo, tmp_path):
     import shutil
 
