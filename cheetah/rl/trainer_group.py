@@ -16,14 +16,17 @@ RL driver calls the trainer step by step, between rollouts, and these are long-l
 it can call; ``TorchTrainer`` runs one training function to its end, and torchrun starts
 processes outside the Ray cluster that then schedules rollouts and engines (veRL and
 OpenRLHF build their trainer groups this way too). The rendezvous is torch's own
-(``MASTER_ADDR``/``MASTER_PORT`` of rank 0's node). Deliberately left out: restarting a dead
+(``MASTER_ADDR``/``MASTER_PORT``: rank 0's node and a port free there, asked of rank 0 once
+Ray has placed it). Deliberately left out: restarting a dead
 rank in place (a run resumes from its last checkpoint), pipeline or tensor parallel groups.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +49,11 @@ def _free_port() -> int:
 class TrainerRank:
     """One rank: its process group membership, its shard of the model, its ``Trainer``."""
 
-    def __init__(
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0's answer: where the others meet it (this node's address, a port free here)."""
+        return ray.util.get_node_ip_address(), _free_port()
+
+    def join(
         self,
         rank: int,
         world: int,
@@ -79,9 +86,6 @@ class TrainerRank:
         self.trainer = Trainer(
             loaded.model, loaded.tokenizer, TrainConfig.model_validate(cfg), temperature=temperature
         )
-
-    def node(self) -> str:
-        return ray.util.get_node_ip_address()
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.trainer, method)(*args)
@@ -120,18 +124,18 @@ class TrainerGroup:
             raise ValueError("a TrainerGroup has 2 ranks or more (1: use Trainer)")
         self.world_size = world_size
         gpus = 1 if device.startswith("cuda") else 0
-        # Rank 0 listens for the rendezvous: its node's address, a port free there.
-        host = ray.util.get_node_ip_address()
-        master = (host, _free_port())
+        self.ranks = [
+            TrainerRank.options(num_cpus=0, num_gpus=gpus).remote() for _ in range(world_size)
+        ]
+        master = ray.get(self.ranks[0].rendezvous.remote())  # wherever Ray placed rank 0
         # the trainer's own settings (a run's TrainSection adds the job's: steps, loggers ...)
         settings = cfg.model_dump(mode="json", include=set(TrainConfig.model_fields))
-        self.ranks = [
-            TrainerRank.options(num_cpus=0, num_gpus=gpus).remote(
-                r, world_size, master, spec, mxfp8, device, settings, temperature
-            )
-            for r in range(world_size)
-        ]
-        self._all("call", "set_lr", cfg.lr)  # waits until every rank is up (or raised)
+        ray.get(
+            [
+                r.join.remote(i, world_size, master, spec, mxfp8, device, settings, temperature)
+                for i, r in enumerate(self.ranks)
+            ]
+        )  # every rank is up (or this raised its error)
         self.step_count = 0
         self.version = 0
 
@@ -162,12 +166,10 @@ class TrainerGroup:
 
     async def sync_to(self, engines: Any) -> float:
         """Gather the weights once (on rank 0) and load them into every engine."""
-        import time
-
         t0 = time.perf_counter()
         self.version += 1
         refs = [r.call.remote("engine_state") for r in self.ranks]
-        ray.get(refs[1:])  # the other ranks' part of the gather (their result is empty)
+        await asyncio.gather(*refs[1:])  # the other ranks' part of the gather (result: {})
         state = None
         for engine in engines:
             # Engine actors get rank 0's object reference (Ray resolves it in the actor; the

@@ -26,6 +26,10 @@ CFG = TrainConfig(lr=1e-3, grad_checkpointing=False, bf16=False, share_prefix=Fa
 CKPT = CFG.model_copy(update={"grad_checkpointing": True})
 # micro-batches of one sample: the ranks (3 and 2 samples) run different numbers of passes
 SMALL = CFG.model_copy(update={"micro_batch_tokens": 40})
+# bf16 autocast: GEMMs of other shapes round differently: loss, gradient norm and entropy
+# agree 100x more loosely, and updates are not compared element by element (Adam's first
+# step, ~lr x sign(g), turns bf16 rounding of the tied head's many tiny gradients into flips)
+BF16 = CFG.model_copy(update={"bf16": True})
 
 
 def batch() -> list[Sample]:
@@ -69,8 +73,8 @@ def rank_main(rank: int, world: int, port: int, objective: str, cfg, queue) -> N
 
 @pytest.mark.parametrize(
     ("objective", "cfg"),
-    [("sft", CFG), ("rl", CFG), ("rl", CKPT), ("sft", SMALL)],
-    ids=["sft", "rl", "rl-ckpt", "sft-uneven-micro-batches"],
+    [("sft", CFG), ("rl", CFG), ("rl", CKPT), ("sft", SMALL), ("rl", BF16)],
+    ids=["sft", "rl", "rl-ckpt", "sft-uneven-micro-batches", "rl-bf16"],
 )
 def test_two_ranks_step_like_one_process(objective, cfg):
     single, weights = one_process(objective, cfg)
@@ -91,9 +95,10 @@ def test_two_ranks_step_like_one_process(objective, cfg):
             p.join(timeout=60)
     assert [p.exitcode for p in ranks] == [0, 0]
     assert sharded.tokens == single.tokens and sharded.samples < single.samples
-    assert sharded.loss == pytest.approx(single.loss, rel=1e-5)
-    assert sharded.grad_norm == pytest.approx(single.grad_norm, rel=1e-4)
-    assert sharded.entropy == pytest.approx(single.entropy, rel=1e-4)
+    tol = 100 if cfg.bf16 else 1  # bf16: tolerances 100x looser
+    assert sharded.loss == pytest.approx(single.loss, rel=1e-5 * tol)
+    assert sharded.grad_norm == pytest.approx(single.grad_norm, rel=1e-4 * tol)
+    assert sharded.entropy == pytest.approx(single.entropy, rel=1e-4 * tol)
     assert weights.keys() == sharded_weights.keys()
     before = build_tiny().model.state_dict()
     for k, w in weights.items():
@@ -103,7 +108,7 @@ def test_two_ranks_step_like_one_process(objective, cfg):
         # gradient is ~0 (terms that cancel over samples) float rounding can flip it; all but
         # a few elements per tensor agree
         differ = ((sharded_update - update).abs() > 1e-3 * CFG.lr).float().mean()
-        assert differ <= 0.01, (k, float(differ))
+        assert cfg.bf16 or differ <= 0.01, (k, float(differ))
 
 
 def test_a_rank_without_samples_is_refused():
