@@ -153,7 +153,13 @@ class RemoteEngine:
         """Ask the server to load the checkpoint directory at ``path`` as ``version``."""
         path = str(path)
         if self.kind == "vllm":
-            await self._request("POST", "/pause?mode=wait", None, want_json=False)
+            try:
+                await self._request("POST", "/pause?mode=wait", None, want_json=False)
+            except InvalidRequest as e:
+                raise EngineError(
+                    f"{e}; vLLM serves its weight-reload routes only when started with "
+                    "VLLM_SERVER_DEV_MODE=1"
+                ) from None
             try:
                 body = {"method": "reload_weights", "kwargs": {"weights_path": path}}
                 await self._request("POST", "/collective_rpc", body, want_json=False)

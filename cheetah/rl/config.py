@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah import bundled
 from cheetah.config import ConfigError, read_toml, validate
+from cheetah.inference.remote import ServerKind
 from cheetah.tasks.grader import GraderConfig
 
 
@@ -96,7 +97,7 @@ class ModelSection(_Section):
         description="OpenAI-compatible servers (cheetah serve, vLLM, SGLang) to roll out on "
         "instead of the local engine actor; new weights reach them as checkpoint directories",
     )
-    engine_kind: Literal["cheetah", "vllm", "sglang"] = Field(
+    engine_kind: ServerKind = Field(
         "cheetah",
         description="what serves engine_urls: its weight-update calls differ "
         "(inference/remote.py has each server's launch command)",

@@ -145,3 +145,19 @@ async def test_vllm_and_sglang_reload_a_checkpoint_with_their_own_calls(tmp_path
         await failing.load_weights({"w": torch.ones(2)}, 6)
     with pytest.raises(ValueError, match="unknown server kind 'tgi'"):
         RemoteEngine("http://x", kind="tgi")  # type: ignore[arg-type]
+
+
+async def test_vllm_without_its_development_mode_names_the_missing_setting(tmp_path):
+    import torch
+
+    def no_dev_routes(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    eng = RemoteEngine(
+        "http://vllm:8000",
+        kind="vllm",
+        staging_dir=tmp_path,
+        transport=httpx.MockTransport(no_dev_routes),
+    )
+    with pytest.raises(EngineError, match="VLLM_SERVER_DEV_MODE=1"):
+        await eng.load_weights({"w": torch.ones(2)}, 1)
