@@ -16,6 +16,9 @@ safetensors hold); ``load_full_state`` puts such a state back into the shards; t
 state stays sharded on disk (DCP, one file per rank, in ``<checkpoint>/optimizer``), so no
 rank ever holds all of it. Ranks must see one filesystem for checkpoints.
 
+The process-group queries the trainer asks (``world_size``, ``rank``, sums and maxima over
+ranks, ``barrier``) live here too; each answers for one process when no group is set up.
+
 Deliberately left out: bf16 mixed-precision policies (autocast does the bf16 compute),
 resuming a sharded optimizer at another world size (DCP can reshard; not tested), tensor
 parallelism. ``tests/rl/test_sharding.py`` runs two gloo ranks on CPU against one process.
@@ -53,6 +56,33 @@ def split_for_rank(items: list[T], rank: int, world: int) -> list[T]:
     if len(items) < world:
         raise ValueError(f"{len(items)} samples cannot feed {world} ranks (one each at least)")
     return items[rank::world]
+
+
+def world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def sum_over_ranks(value):
+    """``value`` (a float or a tensor) summed over the ranks; itself in one process."""
+    if world_size() == 1:
+        return value
+    import torch.distributed as dist
+
+    t = value.clone() if torch.is_tensor(value) else torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t if torch.is_tensor(value) else float(t.item())
+
+
+def max_over_ranks(value: float) -> float:
+    if world_size() == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def rank() -> int:

@@ -82,33 +82,6 @@ class SelectedLogits(torch.nn.Module):
         return self.model.get_output_embeddings()(hidden)
 
 
-def _world_size() -> int:
-    import torch.distributed as dist
-
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def _sum_over_ranks(value):
-    """``value`` (a float or a tensor) summed over the ranks; itself in one process."""
-    if _world_size() == 1:
-        return value
-    import torch.distributed as dist
-
-    t = value.clone() if torch.is_tensor(value) else torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t)
-    return t if torch.is_tensor(value) else float(t.item())
-
-
-def _max_over_ranks(value: float) -> float:
-    if _world_size() == 1:
-        return value
-    import torch.distributed as dist
-
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
 @dataclass
 class StepMetrics:
     loss: float
@@ -259,13 +232,13 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
-        world = _world_size()
+        world = sharding.world_size()
         if world > 1 and not samples:
             raise ValueError("every rank needs at least one sample (its forward joins the rest)")
         # Data parallel (``rl/sharding.py``): each rank has its share of the samples; the
         # token mean is over the whole batch, and FSDP's gradient mean over ranks is undone
         # (times ``world``) so the update is the one process's, whatever the split.
-        total = _sum_over_ranks(float(sum(s.trained_tokens for s in samples)))
+        total = sharding.sum_over_ranks(float(sum(s.trained_tokens for s in samples)))
         if total == 0:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
         agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
@@ -275,7 +248,7 @@ class Trainer:
             micro_batches(samples, self.cfg.micro_batch_tokens, share_prefix)
         )
         if world > 1:  # FSDP's gathers pair up across ranks: all run as many passes
-            batches += [None] * (int(_max_over_ranks(len(batches))) - len(batches))
+            batches += [None] * (int(sharding.max_over_ranks(len(batches))) - len(batches))
         for mb in batches:
             counted = mb is not None  # None: a pass that only keeps the collectives in step
             mb = mb if mb is not None else samples[:1]
@@ -309,9 +282,11 @@ class Trainer:
             agg["ent"] += entropy_from_logits(f["logits"].detach(), mask) * share
         if world > 1:
             keys = ("loss", "clip", "kl", "isw", "ent")
-            summed = _sum_over_ranks(torch.tensor([agg[k] for k in keys], dtype=torch.float64))
+            summed = sharding.sum_over_ranks(
+                torch.tensor([agg[k] for k in keys], dtype=torch.float64)
+            )
             agg |= dict(zip(keys, summed.tolist(), strict=True))
-            agg["max"] = _max_over_ranks(agg["max"])
+            agg["max"] = sharding.max_over_ranks(agg["max"])
         params = [p for p in self.model.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
@@ -354,7 +329,7 @@ class Trainer:
     def engine_state(self) -> dict[str, torch.Tensor]:
         """A CPU copy of the weights (what travels to engines through Ray or a server); a
         sharded model is gathered once, to rank 0 (the other ranks get ``{}``)."""
-        if _world_size() > 1:
+        if sharding.world_size() > 1:
             return sharding.full_state(self.model)
         return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
 
@@ -378,7 +353,7 @@ class Trainer:
         """A HF checkpoint directory for engines that reload from disk (written by rank 0 of
         a sharded trainer, every rank taking part in the gather); seconds taken."""
         t0 = time.perf_counter()
-        state = self.engine_state() if _world_size() > 1 else None
+        state = self.engine_state() if sharding.world_size() > 1 else None
         if sharding.rank() == 0:
             self.model.save_pretrained(directory, state_dict=state, safe_serialization=True)
             self.tokenizer.save_pretrained(directory)
@@ -391,7 +366,7 @@ class Trainer:
         written shard by shard (``rl/sharding.py``)."""
         directory = Path(directory)
         tmp = directory.with_name(directory.name + ".tmp")
-        world, rank = _world_size(), sharding.rank()
+        world, rank = sharding.world_size(), sharding.rank()
         if rank == 0:
             if tmp.exists():
                 shutil.rmtree(tmp)  # left by a crash during an earlier save
@@ -421,7 +396,7 @@ class Trainer:
 
         directory = Path(directory)
         state = read_state_dict(directory)
-        world = _world_size()
+        world = sharding.world_size()
         if world > 1:
             missing, unexpected = sharding.load_full_state(self.model, state)
         else:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -37,12 +36,7 @@ from cheetah.rl.config import TrainConfig, TrainRunConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.sharding import split_for_rank
 from cheetah.rl.trainer import StepMetrics
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+from cheetah.sandbox.launch import free_port
 
 
 @ray.remote
@@ -51,7 +45,7 @@ class TrainerRank:
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0's answer: where the others meet it (this node's address, a port free here)."""
-        return ray.util.get_node_ip_address(), _free_port()
+        return ray.util.get_node_ip_address(), free_port("")
 
     def join(
         self,

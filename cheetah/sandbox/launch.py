@@ -37,9 +37,10 @@ from cheetah.sandbox.config import SandboxConfig, default_base_dir
 PR_SET_PDEATHSIG = 1
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` now ("" : on every interface, for peers on other machines)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
