@@ -20,6 +20,7 @@ TASK_SETS = DATA / "tasks"
 CONFIGS = DATA / "configs"
 SAMPLE_REPO = DATA / "sample_repo"
 EMBEDDER = DATA / "embedder"  # the LoRA adapter codebase_search uses by default
+RERANKER = DATA / "reranker"  # the cross-encoder that re-ranks codebase_search's top candidates
 
 
 def names(folder: Path, suffix: str) -> list[str]:

@@ -1,10 +1,11 @@
-"""``cheetah search index|query|train|eval|dataset``: parsing and printing; the work is in
-``cheetah.search``.
+"""``cheetah search index|query|train|train-reranker|eval|dataset``: parsing and printing;
+the work is in ``cheetah.search``.
 
 ``index`` and ``query`` keep the index of a repo under ``--index-dir`` (default
 ``~/.cache/cheetah/search/<repo hash>-<model>``), so a later run re-embeds only the
 files that changed. ``train`` fine-tunes the embedder and prints retrieval before
-and after on held-out data. ``dataset`` makes a retrieval data set from installed packages,
+and after on held-out data; ``train-reranker`` trains the cross-encoder that re-ranks the
+first stage's best candidates. ``dataset`` makes a retrieval data set from installed packages,
 and ``eval`` compares BM25, embedders and hybrids on any such file.
 """
 
@@ -59,18 +60,36 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    from cheetah.search.rerank import RerankerUnavailable, load_reranker
+
     index = _open_index(args)
-    for h in index.search(args.text, k=args.k, under=args.path):
+    try:
+        reranker = None if args.reranker == "none" else load_reranker(args.reranker)
+    except (RerankerUnavailable, OSError) as e:
+        raise SystemExit(f"cheetah search: cannot load re-ranker {args.reranker!r}: {e}") from None
+    for h in index.search(args.text, k=args.k, under=args.path, hybrid=True, reranker=reranker):
         c = h.chunk
         print(f"{h.score:.3f}  {c.path}:{c.start}-{c.end}  {c.name}".rstrip())
     return 0
+
+
+def _bad_package(packages: tuple[str, ...], verb: str) -> str | None:
+    """Why ``packages`` cannot be trained on (reserved or not installed), or None."""
+    from cheetah.search.dataset import RESERVED, package_root
+
+    for p in packages:
+        if p.split(".")[0] in RESERVED:
+            return (f"cheetah search {verb}: {p} is reserved as an external test set "
+                    "(search/dataset.py RESERVED)")  # fmt: skip
+        if package_root(p) is None:
+            return f"cheetah search {verb}: {p} is not installed here"
+    return None
 
 
 def _train(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.cli.task_common import progress_for
-    from cheetah.search.dataset import RESERVED, package_root
     from cheetah.search.train import TrainConfig, train_embedder
 
     cfg = TrainConfig(
@@ -89,14 +108,9 @@ def _train(args: argparse.Namespace) -> int:
         print(f"cheetah search train: no task file {tasks}", file=sys.stderr)
         return 2
     packages = tuple(args.package) if args.package else None
-    for p in packages or ():
-        if p.split(".")[0] in RESERVED:
-            print(f"cheetah search train: {p} is reserved as an external test set "
-                  "(search/dataset.py RESERVED)", file=sys.stderr)  # fmt: skip
-            return 2
-        if package_root(p) is None:
-            print(f"cheetah search train: {p} is not installed here", file=sys.stderr)
-            return 2
+    if bad := _bad_package(packages or (), "train"):
+        print(bad, file=sys.stderr)
+        return 2
     # A bar on a terminal, a line every ~10 s in logs (training takes minutes on CPU).
     progress, bar = progress_for(Console(stderr=True), 0, "training steps")
     with progress:
@@ -143,7 +157,19 @@ def _eval(args: argparse.Namespace) -> int:
         except (EmbedderUnavailable, OSError) as e:
             print(f"cheetah search eval: cannot load embedder {spec!r}: {e}", file=sys.stderr)
             return 2
-    results = evaluate_rows(rows, embedders, log=lambda line: print(line, file=sys.stderr))
+    reranker = None
+    if args.reranker:
+        from cheetah.search.rerank import RerankerUnavailable, load_reranker
+
+        try:
+            reranker = load_reranker(args.reranker)
+        except (RerankerUnavailable, OSError) as e:
+            print(f"cheetah search eval: cannot load re-ranker {args.reranker!r}: {e}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+    results = evaluate_rows(
+        rows, embedders, log=lambda line: print(line, file=sys.stderr), reranker=reranker
+    )
     results.sort(key=lambda r: r.mrr_at_10)  # the best last
     for r in results:
         print(f"== {r.method} ({r.queries} queries, {r.candidates} candidates)")
@@ -152,6 +178,43 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"MRR@10 {r.mrr_at_10:.4f}")
     if args.json:
         Path(args.json).write_text(json.dumps([r.as_dict() for r in results], indent=1))
+    return 0
+
+
+def _train_reranker(args: argparse.Namespace) -> int:
+    import time
+
+    from cheetah.search.rerank import RerankConfig, save, train_reranker, training_groups
+
+    cfg = RerankConfig(
+        steps=args.steps, groups=args.groups, negatives=args.negatives, lr=args.lr,
+        lora_rank=args.lora_rank, max_tokens=args.max_tokens, seed=args.seed,
+    )  # fmt: skip
+    for name, value in (("--steps", cfg.steps), ("--groups", cfg.groups),
+                        ("--negatives", cfg.negatives), ("--lora-rank", cfg.lora_rank)):  # fmt: skip
+        if value < 1:
+            print(f"cheetah search train-reranker: {name} must be at least 1", file=sys.stderr)
+            return 2
+    packages = tuple(args.package) if args.package else None
+    if bad := _bad_package(packages or (), "train-reranker"):
+        print(bad, file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    groups = training_groups(cfg, per_source=args.per_package, log=print, packages=packages)
+    if len(groups) < cfg.groups:
+        print(f"cheetah search train-reranker: only {len(groups)} training groups were mined",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    needed = cfg.steps * cfg.groups
+    print(f"{len(groups)} training groups of 1 + {cfg.negatives} codes; {needed} used")
+    enc, losses = train_reranker(groups, cfg, log=print)
+    info = {"config": cfg.__dict__, "groups": len(groups), "steps": len(losses),
+            "first_loss": losses[0] if losses else None,
+            "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+            "seconds": time.perf_counter() - t0}  # fmt: skip
+    save(enc, args.out, info)
+    print(f"{len(losses)} steps in {info['seconds']:.0f} s (loss {info['first_loss']:.3f} -> "
+          f"{info['last_loss']:.3f}); re-ranker at {args.out}")  # fmt: skip
     return 0
 
 
@@ -196,10 +259,17 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
     common(i)
     i.set_defaults(func=_index)
 
-    q = sub.add_parser("query", help="the chunks most similar to a description")
+    q = sub.add_parser("query", help="the chunks that best answer a description")
     q.add_argument("text", help="what to look for, in words")
     q.add_argument("-k", type=int, default=10, help="how many results")
     q.add_argument("--path", help="only results under this directory")
+    q.add_argument(
+        "--reranker",
+        default=os.environ.get("CHEETAH_RERANKER", "default"),
+        help="cross-encoder for the best candidates of the hybrid (cosine + BM25): "
+        "'default', a directory from `cheetah search train-reranker`, a URL, or 'none' "
+        "(env CHEETAH_RERANKER)",
+    )
     common(q)
     q.set_defaults(func=_query)
 
@@ -261,7 +331,8 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         "is a candidate, and a row with a query is a question whose answer is its own code. "
         "Every method ranks all candidates for every query: bm25 (identifiers split on case "
         "and underscores), the stock all-MiniLM-L6-v2, each --embedder, and each embedder's "
-        "hybrid with bm25 (z-scored scores, convex combination). Prints R@1, R@10 and a line "
+        "hybrid with bm25 (z-scored scores, convex combination), and with --reranker the "
+        "last hybrid's best 20 re-ranked by that cross-encoder. Prints R@1, R@10 and a line "
         "'MRR@10 <value>' per method, the best last.",
     )
     e.add_argument("--dataset", type=Path, required=True, help="JSON Lines data set")
@@ -271,8 +342,40 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         help="also this embedder: 'default', 'stock', or a model directory (repeatable)",
     )
     e.add_argument("--no-stock", action="store_true", help="leave out the stock embedder")
+    e.add_argument(
+        "--reranker",
+        help="also re-rank the last embedder's hybrid with this cross-encoder: 'default' (the "
+        "shipped one) or a directory written by `cheetah search train-reranker`",
+    )
     e.add_argument("--json", help="also write the figures to this JSON file")
     e.set_defaults(func=_eval)
+
+    r = sub.add_parser(
+        "train-reranker",
+        help="train the cross-encoder that re-ranks the first stage's best candidates",
+        description="A LoRA adapter and a linear head over the shipped embedder's MiniLM, "
+        "reading query and code together. Each step: --groups queries, each with its right "
+        "code and --negatives wrong ones (the package's BM25 best matches and functions of "
+        "the same file), a cross-entropy over each group. Pairs come from the training "
+        "packages and standard-library modules of search/pairs.py only (the dev and held-out "
+        "packages and pip's are never read). A line every ~10 s.",
+    )
+    r.add_argument("--out", type=Path, required=True, help="directory for the re-ranker")
+    r.add_argument("--steps", type=int, default=450)
+    r.add_argument("--groups", type=int, default=4, help="queries per step")
+    r.add_argument("--negatives", type=int, default=7, help="wrong codes per query")
+    r.add_argument("--lr", type=float, default=5e-4)
+    r.add_argument("--lora-rank", type=int, default=16)
+    r.add_argument("--max-tokens", type=int, default=160, help="query + code, while training")
+    r.add_argument("--per-package", type=int, default=300, help="pairs per package, at most")
+    r.add_argument(
+        "--package",
+        action="append",
+        help="mine pairs from this installed package (repeatable; default: the 30 of "
+        "search/pairs.py TRAIN_PACKAGES); the standard-library modules are always used",
+    )
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(func=_train_reranker)
 
     d = sub.add_parser(
         "dataset",

@@ -14,20 +14,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a model over /v1/chat/completions, /v1/completions, /v1/models, "
-        "/v1/weights and /health; with --embedder also /v1/embeddings.",
+        "/v1/weights and /health; with --embedder also /v1/embeddings, with --reranker also "
+        "/v1/rerank.",
     )
     parser.add_argument(
         "--model",
         default="default",
         help="'default' (SmolLM2-135M-Instruct), 'tiny' (random, for tests), a model "
         "directory, a .safetensors file next to config.json, a .gguf file, or 'none' "
-        "(embeddings only: give --embedder)",
+        "(only what --embedder and --reranker give)",
     )
     parser.add_argument(
         "--embedder",
         help="also serve /v1/embeddings with this embedder: 'default' (what codebase_search "
         "uses), 'stock' (all-MiniLM-L6-v2) or a directory from `cheetah search train`; env "
         "servers and agents then search through it (--embedder http://HOST:PORT/v1)",
+    )
+    parser.add_argument(
+        "--reranker",
+        help="also serve /v1/rerank with this cross-encoder: 'default' (what codebase_search "
+        "re-ranks with) or a directory from `cheetah search train-reranker`",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -44,8 +50,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from cheetah.model.loading import CheckpointError, ModelLoadError, load_model
     from cheetah.search.embedder import EmbedderUnavailable, load_embedder
 
-    if args.model == "none" and not args.embedder:
-        print("cheetah serve: --model none serves nothing without --embedder", file=sys.stderr)
+    if args.model == "none" and not (args.embedder or args.reranker):
+        print("cheetah serve: --model none serves nothing without --embedder or --reranker",
+              file=sys.stderr)  # fmt: skip
         return 2
     embedder = None
     if args.embedder:
@@ -53,6 +60,15 @@ def run_serve(args: argparse.Namespace) -> int:
             embedder = load_embedder(args.embedder)
         except (EmbedderUnavailable, OSError) as e:
             print(f"cheetah serve: cannot load embedder {args.embedder!r}: {e}", file=sys.stderr)
+            return 2
+    reranker = None
+    if args.reranker:
+        from cheetah.search.rerank import RerankerUnavailable, load_reranker
+
+        try:
+            reranker = load_reranker(args.reranker)
+        except (RerankerUnavailable, OSError) as e:
+            print(f"cheetah serve: cannot load re-ranker {args.reranker!r}: {e}", file=sys.stderr)
             return 2
     engine, name = None, args.name or "none"
     if args.model != "none":
@@ -63,7 +79,7 @@ def run_serve(args: argparse.Namespace) -> int:
             return 2
         engine = LocalEngine.from_loaded(loaded, max_batch=args.max_batch)
         name = args.name or loaded.name
-    app = create_app(engine, name, embedder=embedder)
+    app = create_app(engine, name, embedder=embedder, reranker=reranker)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     finally:

@@ -1,4 +1,5 @@
-"""``POST /v1/embeddings`` (OpenAI-compatible) over any ``Embedder``.
+"""``POST /v1/embeddings`` (OpenAI-compatible) over any ``Embedder``, and ``POST /v1/rerank``
+over any ``Reranker``.
 
 One embedding service that env servers and rollout workers share (``cheetah serve
 --embedder SPEC``; with ``--model none`` it serves embeddings only), so they never load
@@ -11,7 +12,13 @@ OpenAI's API. Bad input (no texts, too many, a text too long, a wrong type) is a
 ``{"error": {"message", "type"}}``. One embedding call runs at a time, in a worker thread:
 the model already uses every core, and the event loop keeps answering ``/health``.
 
-Left out: token-id inputs, ``dimensions`` (truncated vectors), usage token counts (always 0).
+``/v1/rerank`` takes the request shape that Cohere, Jina, vLLM and TEI's re-rank APIs share:
+``{"query": str, "documents": [str], "top_n"?: int, "model"?: str}``, and answers
+``{"model", "results": [{"index", "relevance_score"}]}``, best first.
+``search.remote_reranker.RemoteReranker`` is the client.
+
+Left out: token-id inputs, ``dimensions`` (truncated vectors), usage token counts (always 0),
+documents given as objects, and returning the documents' text back.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import numpy as np
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from cheetah.inference.protocol import Embedder, InvalidRequest
+from cheetah.inference.protocol import Embedder, InvalidRequest, Reranker
 
 MAX_INPUTS = 2048
 MAX_CHARS = 100_000
@@ -34,6 +41,42 @@ class EmbeddingsRequest(BaseModel):
     input: str | list[str]
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
+
+
+class RerankRequest(BaseModel):
+    query: str
+    documents: list[str]
+    top_n: int | None = None
+    model: str | None = None
+
+
+def reranker_card(reranker: Reranker) -> dict[str, Any]:
+    return {"id": reranker.name, "object": "model", "created": 0, "owned_by": "cheetah",
+            "kind": "rerank"}  # fmt: skip
+
+
+def add_rerank_routes(app: FastAPI, reranker: Reranker) -> None:
+    turn = asyncio.Lock()
+
+    @app.post("/v1/rerank")
+    async def rerank(body: RerankRequest) -> dict[str, Any]:
+        if not body.query.strip():
+            raise InvalidRequest("query: give a non-empty text")
+        if not body.documents:
+            raise InvalidRequest("documents: give at least one text")
+        if len(body.documents) > MAX_INPUTS:
+            raise InvalidRequest(f"documents: {len(body.documents)}; at most {MAX_INPUTS}")
+        texts = [body.query, *body.documents]
+        if long := [i for i, t in enumerate(texts) if len(t) > MAX_CHARS]:
+            where = "query" if long[0] == 0 else f"documents[{long[0] - 1}]"
+            raise InvalidRequest(f"{where}: over {MAX_CHARS} characters")
+        if body.top_n is not None and body.top_n < 1:
+            raise InvalidRequest("top_n: at least 1")
+        async with turn:
+            scores = await asyncio.to_thread(reranker.score, body.query, body.documents)
+        order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+        results = [{"index": int(i), "relevance_score": float(scores[i])} for i in order]
+        return {"model": reranker.name, "results": results[: body.top_n or len(results)]}
 
 
 def embedder_card(embedder: Embedder) -> dict[str, Any]:

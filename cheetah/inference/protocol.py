@@ -130,3 +130,14 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: list[str]) -> Any: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A query and candidate texts in, one relevance score each out (``numpy.ndarray`` of
+    float32, higher is better; comparable within one call only): the in-process
+    ``search.rerank.CrossEncoder`` and ``RemoteReranker`` over ``POST /v1/rerank``."""
+
+    name: str
+
+    def score(self, query: str, texts: list[str]) -> Any: ...

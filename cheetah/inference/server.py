@@ -39,7 +39,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cheetah.inference.embeddings_api import add_embedding_routes, embedder_card
+from cheetah.inference.embeddings_api import (
+    add_embedding_routes,
+    add_rerank_routes,
+    embedder_card,
+    reranker_card,
+)
 from cheetah.inference.local import LocalEngine, TokenEvent
 from cheetah.inference.protocol import (
     Completion,
@@ -47,6 +52,7 @@ from cheetah.inference.protocol import (
     Embedder,
     EngineError,
     InvalidRequest,
+    Reranker,
     SamplingParams,
 )
 from cheetah.inference.weight_delta import DeltaMismatch, MalformedDelta, apply_delta
@@ -109,12 +115,14 @@ def create_app(
     model_name: str,
     *,
     embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
     max_delta_bytes: int = 2 << 30,
 ) -> FastAPI:
     """The app; the caller owns the engine (and closes it). With an ``embedder`` it also
-    answers ``/v1/embeddings``; with no engine, only that (``cheetah serve --model none``)."""
-    if engine is None and embedder is None:
-        raise ValueError("nothing to serve: give an engine, an embedder, or both")
+    answers ``/v1/embeddings``, with a ``reranker`` ``/v1/rerank``; with no engine, only those
+    (``cheetah serve --model none``)."""
+    if engine is None and embedder is None and reranker is None:
+        raise ValueError("nothing to serve: give an engine, an embedder, a re-ranker")
     app = FastAPI(title="cheetah inference", version="1")
 
     @app.exception_handler(InvalidRequest)
@@ -148,11 +156,13 @@ def create_app(
                 "running": engine.batch_size,
                 "max_context": engine.max_context,
             }
-        return status | ({"embedder": embedder.name} if embedder is not None else {})
+        status |= {"embedder": embedder.name} if embedder is not None else {}
+        return status | ({"reranker": reranker.name} if reranker is not None else {})
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         cards = [embedder_card(embedder)] if embedder is not None else []
+        cards += [reranker_card(reranker)] if reranker is not None else []
         if engine is not None:
             card = {"id": model_name, "object": "model", "created": 0, "owned_by": "cheetah"}
             cards.insert(0, dict(card, max_model_len=engine.max_context))
@@ -160,6 +170,8 @@ def create_app(
 
     if embedder is not None:
         add_embedding_routes(app, embedder)
+    if reranker is not None:
+        add_rerank_routes(app, reranker)
     if engine is None:
         return app
     tokenizer = engine.tokenizer

@@ -3,7 +3,7 @@
 Methods: ``bm25`` (keyword search on split identifiers, ``lexical.py``), each embedder
 (cosine similarity of ``Embedder.embed`` vectors), and for each embedder a hybrid with
 BM25. The hybrid's fusion is a convex combination of the two methods' scores after
-z-normalizing each over the candidates of the query (``fuse``): unlike reciprocal-rank
+z-normalizing each over the candidates of the query (``fusion.fuse``): unlike reciprocal-rank
 fusion it keeps how far ahead a method's top candidate is (a keyword match on a rare
 identifier is strong evidence, a dense near-tie is not), and the z-scores make BM25's
 unbounded scores and cosine similarities comparable. The weight (``DENSE_WEIGHT``) was
@@ -16,8 +16,12 @@ the stock embedder (0.374 alone) 0.409/0.419/0.427/0.430/0.413, and RRF 0.412/0.
 A query's rank is pessimistic under ties: every candidate scoring at least as high as the
 right one ranks before it, so a method that scores everything zero gets no credit.
 
-Deliberately left out: approximate search (exact scores here; ``bench/`` measures speed),
-and re-ranking with a cross-encoder.
+With a re-ranker (``search/rerank.py``), one more method: the cross-encoder re-scores the
+``RERANK_K`` best candidates of the last embedder's hybrid (the embedder listed last is the
+one being judged), fused with BM25's and the cosine's scores of those candidates
+(``RERANK_WEIGHTS``, chosen on the development packages).
+
+Deliberately left out: approximate search (exact scores here; ``bench/`` measures speed).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ import numpy as np
 
 from cheetah.inference.protocol import Embedder
 from cheetah.search.dataset import Row
+from cheetah.search.fusion import DENSE_WEIGHT, fuse
 from cheetah.search.index import embed_in_slices
 from cheetah.search.lexical import BM25
+from cheetah.search.rerank import RERANK_K, RERANK_WEIGHTS, Reranker, rerank
 
-DENSE_WEIGHT = 0.9
-BLOCK = 256  # queries scored at once (a BLOCK x candidates matrix)
+BLOCK = 64  # queries scored at once (a BLOCK x candidates matrix; a progress line each)
 
 
 @dataclass
@@ -47,18 +52,6 @@ class MethodResult:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _z(scores: np.ndarray) -> np.ndarray:
-    """Per row: (scores - mean) / std; a row with no spread becomes zeros."""
-    mean = scores.mean(axis=1, keepdims=True)
-    std = scores.std(axis=1, keepdims=True)
-    return np.where(std > 0, (scores - mean) / np.where(std > 0, std, 1), 0.0)
-
-
-def fuse(dense: np.ndarray, lexical: np.ndarray, weight: float = DENSE_WEIGHT) -> np.ndarray:
-    """Hybrid scores: ``weight`` * z(dense) + (1 - weight) * z(lexical), row by row (pure)."""
-    return weight * _z(dense) + (1 - weight) * _z(lexical)
 
 
 def ranks(scores: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -83,15 +76,18 @@ def evaluate_rows(
     embedders: Sequence[Embedder],
     weight: float = DENSE_WEIGHT,
     log: Callable[[str], None] = lambda _: None,
+    reranker: Reranker | None = None,
+    rerank_weights: tuple[float, float, float] = RERANK_WEIGHTS,
 ) -> list[MethodResult]:
-    """Every method on ``rows``: BM25, each embedder, each embedder's hybrid with BM25."""
+    """Every method on ``rows``: BM25, each embedder, each embedder's hybrid with BM25, and
+    (``reranker``) the last hybrid re-ranked."""
     codes = [r.code for r in rows]
     asked = [(i, r.query) for i, r in enumerate(rows) if r.query]
     gold = np.array([i for i, _ in asked])
     queries = [q for _, q in asked]
     log(f"{len(queries)} queries over {len(codes)} candidates")
     bm25 = BM25(codes)
-    lexical_ranks, dense_ranks, hybrid_ranks = [], {}, {}
+    lexical_ranks, dense_ranks, hybrid_ranks, reranked = [], {}, {}, []
     vectors = {
         e.name: (embed_in_slices(e, codes, log), embed_in_slices(e, queries, log))
         for e in embedders
@@ -103,10 +99,27 @@ def evaluate_rows(
         for name, (docs, qv) in vectors.items():
             dense = qv[block] @ docs.T
             dense_ranks.setdefault(name, []).append(ranks(dense, gold[block]))
-            hybrid_ranks.setdefault(name, []).append(ranks(fuse(dense, lex, weight), gold[block]))
+            hybrid = fuse(dense, lex, weight)
+            hybrid_ranks.setdefault(name, []).append(ranks(hybrid, gold[block]))
+        if reranker is not None and vectors:  # ``hybrid`` is the last embedder's
+            rescored = np.stack(
+                [
+                    rerank(h, _scorer(reranker, q, codes), RERANK_K, d, x, rerank_weights)
+                    for h, q, d, x in zip(hybrid, queries[block], dense, lex, strict=True)
+                ]
+            )
+            reranked.append(ranks(rescored, gold[block]))
+            log(f"{reranker.name}: {lo + len(rescored)}/{len(queries)} queries re-ranked")
     n = len(codes)
     out = [summarize("bm25", np.concatenate(lexical_ranks), n)]
     for name in vectors:
         out.append(summarize(name, np.concatenate(dense_ranks[name]), n))
         out.append(summarize(f"hybrid(bm25+{name})", np.concatenate(hybrid_ranks[name]), n))
+    if reranked:
+        last = list(vectors)[-1]
+        out.append(summarize(f"{reranker.name}(hybrid(bm25+{last}))", np.concatenate(reranked), n))
     return out
+
+
+def _scorer(reranker: Reranker, query: str, codes: list[str]) -> Callable[[list[int]], np.ndarray]:
+    return lambda top: reranker.score(query, [codes[i] for i in top])

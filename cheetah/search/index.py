@@ -38,6 +38,9 @@ from cheetah.core.workspace import PathError, is_junk
 from cheetah.inference.protocol import Embedder
 from cheetah.progress import Pace
 from cheetah.search.chunks import Chunk, chunk_file
+from cheetah.search.fusion import fuse
+from cheetah.search.lexical import BM25, doc_tokens
+from cheetah.search.rerank import RERANK_K, Reranker, rerank
 from cheetah.tools.files import looks_binary, walk_files
 
 MAX_FILE_BYTES = 512_000
@@ -66,6 +69,12 @@ class _File:
     sha: str
     chunks: list[Chunk]
     vectors: np.ndarray
+    tokens: list[list[str]] | None = None  # BM25's tokens of each chunk, made on first use
+
+    def lexical_tokens(self) -> list[list[str]]:
+        if self.tokens is None:
+            self.tokens = [doc_tokens(c.text) for c in self.chunks]
+        return self.tokens
 
 
 class FileCache:
@@ -152,6 +161,7 @@ class CodeIndex:
         self._rows: list[Chunk] = []
         self._row_file = np.zeros(0, np.int64)
         self._paths: list[str] = []
+        self._bm25: BM25 | None = None
         self._lock = threading.RLock()  # calls of one message may search at the same time
 
     # -- hashing -------------------------------------------------------------------------
@@ -234,7 +244,7 @@ class CodeIndex:
             if self.shared is not None:
                 self.shared.put(p, self.files[p])
         self.dirs = dirs
-        self._matrix = None
+        self._matrix, self._bm25 = None, None
         stats.changed, stats.chunks_embedded = changed, len(texts)
         stats.wall_s = time.perf_counter() - t0
         return stats
@@ -256,13 +266,51 @@ class CodeIndex:
             self._row_file = np.repeat(np.arange(len(paths)), counts)
         return self._matrix, self._rows, self._row_file, self._paths
 
-    def search(self, query: str, k: int = 8, under: str | None = None) -> list[Hit]:
-        """The ``k`` chunks most similar to ``query`` (only paths under ``under`` if given)."""
+    def _lexical(self) -> BM25:
+        """BM25 over the rows of ``_stack``, rebuilt after a change from each file's kept
+        tokens (only changed files are tokenized again)."""
+        if self._bm25 is None:
+            _, _, _, paths = self._stack()
+            tokens = [t for p in paths for t in self.files[p].lexical_tokens()]
+            self._bm25 = BM25(tokens=tokens)
+        return self._bm25
+
+    def search(
+        self,
+        query: str,
+        k: int = 8,
+        under: str | None = None,
+        *,
+        hybrid: bool = False,
+        reranker: Reranker | None = None,
+    ) -> list[Hit]:
+        """The ``k`` chunks that best answer ``query`` (only paths under ``under`` if given):
+        by cosine similarity; with ``hybrid``, fused with BM25 (``fusion.fuse``); with a
+        ``reranker`` (which implies the hybrid), its scores of the hybrid's ``RERANK_K`` best
+        fused with theirs (``rerank.rerank``): the methods ``cheetah search eval`` measures."""
         with self._lock:
             empty = not self._stack()[1]
         if empty:
             return []
-        return self.search_vector(self.embedder.embed([query])[0], k, under)
+        q = self.embedder.embed([query])[0]
+        if not hybrid and reranker is None:
+            return self.search_vector(q, k, under)
+        with self._lock:
+            matrix, rows, row_file, paths = self._stack()
+            lexical = self._lexical().scores(query) if hybrid or reranker else None
+        dense = matrix @ q
+        scores = dense if lexical is None else fuse(dense[None], lexical[None])[0]
+        scores, k = self._within(scores, under, row_file, paths, k)
+        if reranker is not None and lexical is not None:
+            inside = np.flatnonzero(np.isfinite(scores))
+            scores[inside] = rerank(
+                scores[inside],
+                lambda top: reranker.score(query, [rows[inside[i]].text for i in top]),
+                RERANK_K,
+                dense[inside],
+                lexical[inside],
+            )
+        return [Hit(rows[i], float(scores[i])) for i in top_k(scores, k)]
 
     def search_vector(self, q: np.ndarray, k: int = 8, under: str | None = None) -> list[Hit]:
         """``search`` for an embedded query: every row scored (one matrix-vector product),
@@ -271,15 +319,21 @@ class CodeIndex:
             matrix, rows, row_file, paths = self._stack()
         if not rows or k <= 0:
             return []
-        scores = matrix @ q
-        if under not in (None, "", "."):
-            prefix = under.rstrip("/") + "/"
-            inside = np.fromiter(
-                (p.startswith(prefix) or p == prefix[:-1] for p in paths), bool, len(paths)
-            )[row_file]
-            scores = np.where(inside, scores, -np.inf)
-            k = min(k, int(inside.sum()))
+        scores, k = self._within(matrix @ q, under, row_file, paths, k)
         return [Hit(rows[i], float(scores[i])) for i in top_k(scores, k)]
+
+    @staticmethod
+    def _within(
+        scores: np.ndarray, under: str | None, row_file: np.ndarray, paths: list[str], k: int
+    ) -> tuple[np.ndarray, int]:
+        """Rows outside ``under`` scored -inf, and ``k`` cut to the rows inside."""
+        if under in (None, "", "."):
+            return scores, k
+        prefix = under.rstrip("/") + "/"
+        inside = np.fromiter(
+            (p.startswith(prefix) or p == prefix[:-1] for p in paths), bool, len(paths)
+        )[row_file]
+        return np.where(inside, scores, -np.inf), min(k, int(inside.sum()))
 
     # -- persistence ---------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
@@ -324,5 +378,5 @@ class CodeIndex:
         }
         self._stat = {p: tuple(v) for p, v in meta["stat"].items()}  # type: ignore[misc]
         self.dirs = meta["dirs"]
-        self._matrix = None
+        self._matrix, self._bm25 = None, None
         return True

@@ -57,18 +57,26 @@ def doc_tokens(code: str, name_weight: int = NAME_WEIGHT) -> list[str]:
 
 
 class BM25:
-    """BM25 over ``docs`` (code chunks), tokenized with ``doc_tokens``."""
+    """BM25 over ``docs`` (code chunks), tokenized with ``doc_tokens``; or over ``tokens``
+    already made by ``doc_tokens`` (an index that keeps each file's tokens re-tokenizes only
+    the files that changed)."""
 
     def __init__(
-        self, docs: list[str], k1: float = K1, b: float = B, name_weight: int = NAME_WEIGHT
+        self,
+        docs: list[str] | None = None,
+        k1: float = K1,
+        b: float = B,
+        name_weight: int = NAME_WEIGHT,
+        tokens: list[list[str]] | None = None,
     ) -> None:
         import bm25s
 
-        self.size = len(docs)
+        if tokens is None:
+            tokens = [doc_tokens(d, name_weight) for d in docs or []]
+        self.size = len(tokens)
         self._index = bm25s.BM25(k1=k1, b=b)
         # bm25s wants a token in every document; "" stands for an empty one and never matches.
-        tokens = [doc_tokens(d, name_weight) or [""] for d in docs]
-        self._index.index(tokens, show_progress=False)
+        self._index.index([t or [""] for t in tokens] or [[""]], show_progress=False)
         self._vocab = self._index.vocab_dict
 
     def scores(self, query: str) -> np.ndarray:

@@ -230,3 +230,43 @@ def test_cli_index_then_query_reuses_the_saved_index(tmp_path, capsys):
     assert len(lines) == 2 and lines[0].split()[1] == "textkit/stats.py:15-21"
     with pytest.raises(SystemExit, match="not a directory"):
         main(["search", "query", "x", "--repo", str(tmp_path / "nope")])
+
+
+class NameReranker:
+    """Prefers chunks that define the name the query ends with; records what it read."""
+
+    name = "by-name"
+
+    def __init__(self):
+        self.read: list[list[str]] = []
+
+    def score(self, query, texts):
+        self.read.append(texts)
+        return np.array([float(f"def {query.split()[-1]}(" in t) for t in texts])
+
+
+def test_hybrid_and_reranked_search_and_tokens_kept_per_file(repo):
+    class Flat(CountingEmbedder):  # every vector the same: the dense half says nothing
+        def embed(self, texts):
+            return np.ones((len(texts), self.dim), dtype=np.float32) / np.sqrt(self.dim)
+
+    index = CodeIndex(repo, Flat())
+    index.update()
+    assert index.search("beta", k=4)[0].score == index.search("beta", k=4)[-1].score
+    hits = index.search("beta", k=4, hybrid=True)  # BM25 breaks the tie
+    assert len(hits) == 4 and hits[0].chunk.path == "pkg/b.py"
+    reranker = NameReranker()
+    [top] = index.search("find alpha", k=1, hybrid=True, reranker=reranker)
+    assert top.chunk.name == "alpha" and len(reranker.read[-1]) == 4  # all 4 < RERANK_K
+    # under a directory, the re-ranker reads only what is inside it
+    hits = index.search("find beta", k=5, under="pkg", hybrid=True, reranker=reranker)
+    assert [h.chunk.name for h in hits] == ["beta", "alpha"]
+    assert all("def " in t for t in reranker.read[-1]) and len(reranker.read[-1]) == 2
+    # an edit re-tokenizes only the file it changed
+    kept = index.files["pkg/a.py"].tokens
+    assert kept is not None
+    (repo / "pkg" / "b.py").write_text("def gamma():\n    return 3\n")
+    index.update()
+    assert index.files["pkg/a.py"].tokens is kept and index.files["pkg/b.py"].tokens is None
+    [top] = index.search("gamma", k=1, hybrid=True, reranker=NameReranker())
+    assert top.chunk.name == "gamma" and index.files["pkg/b.py"].tokens is not None

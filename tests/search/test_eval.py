@@ -17,7 +17,8 @@ from cheetah.search.dataset import (
     read_rows,
     write_rows,
 )
-from cheetah.search.evaluate import evaluate_rows, fuse, ranks, summarize
+from cheetah.search.evaluate import evaluate_rows, ranks, summarize
+from cheetah.search.fusion import fuse
 from cheetah.search.lexical import BM25, code_tokens, doc_tokens
 
 BIN = Path(sys.executable).parent
