@@ -33,7 +33,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +63,9 @@ class RerankerUnavailable(RuntimeError):
 class CrossEncoder:
     """Scores (query, code) pairs read together; higher is more relevant."""
 
-    def __init__(
-        self, model_dir: str | Path | None = None, name: str | None = None, trainable: bool = False
-    ) -> None:
+    def __init__(self, model_dir: str | Path | None = None, name: str | None = None) -> None:
         """``model_dir`` written by ``save`` (``None``: a fresh head over the trained
-        embedder, the starting point of training); ``trainable`` keeps its adapter apart
-        (not merged) so that training can go on from it."""
+        embedder, the starting point of training)."""
         import torch
 
         from cheetah import bundled
@@ -90,11 +87,7 @@ class CrossEncoder:
             from peft import PeftModel
             from safetensors.torch import load_file
 
-            self.model = PeftModel.from_pretrained(
-                self.model, self.model_dir, is_trainable=trainable
-            )
-            if not trainable:
-                self.model = self.model.merge_and_unload()
+            self.model = PeftModel.from_pretrained(self.model, self.model_dir).merge_and_unload()
             state = load_file(self.model_dir / HEAD)
             self.scale.data.fill_(float(state.pop("scale")))
             self.head.load_state_dict({k: v.float() for k, v in state.items()})
@@ -293,31 +286,22 @@ def training_groups(
 
 
 def train_reranker(
-    groups: list[Group],
-    cfg: RerankConfig,
-    log: Callable[[str], None] = print,
-    start: Path | None = None,
+    groups: list[Group], cfg: RerankConfig, log: Callable[[str], None] = print
 ) -> tuple[CrossEncoder, list[float]]:
-    """A ``CrossEncoder`` trained on ``groups``: a fresh one (LoRA over the trained
-    embedder, new head), or the one saved at ``start`` trained further; returns it and
-    every step's loss."""
+    """A fresh ``CrossEncoder`` (LoRA over the trained embedder, new head) trained on
+    ``groups``; returns it and every step's loss."""
     import torch
 
-    from cheetah.search.train import with_lora
+    from cheetah.search.train import warmup_then_linear, with_lora
 
     torch.manual_seed(cfg.seed)
-    if start is not None:
-        enc = CrossEncoder(start, trainable=True)
-    else:
-        enc = CrossEncoder()
-        enc.model = with_lora(enc.model, cfg.lora_rank)
+    enc = CrossEncoder()
+    enc.model = with_lora(enc.model, cfg.lora_rank)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     params += [*enc.head.parameters(), enc.scale]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
     steps = min(cfg.steps, len(groups) // cfg.groups)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.0, 1 - s / max(1, steps))
-    )
+    sched = warmup_then_linear(opt, steps)
     size = cfg.negatives + 1
     enc.model.train()
     enc.max_tokens, serving = cfg.max_tokens, enc.max_tokens
@@ -349,20 +333,13 @@ def save(enc: CrossEncoder, out: Path, info: dict) -> Path:
     import torch
     from safetensors.torch import save_file
 
-    from cheetah.search.train import _compact_adapter
+    from cheetah.search.train import compact_adapter
 
     out.mkdir(parents=True, exist_ok=True)
     enc.model.save_pretrained(out)
-    _compact_adapter(out)
-    config = json.loads((out / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = "the shipped embedder (cheetah/data/embedder), merged"
-    (out / "adapter_config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
+    compact_adapter(out, base="the shipped embedder (cheetah/data/embedder), merged")
     head = {k: v.detach().to(torch.float16) for k, v in enc.head.state_dict().items()}
     save_file(head | {"scale": enc.scale.detach().to(torch.float32)}, out / HEAD)
     (out / INFO).write_text(json.dumps({"embedder": "default", "max_tokens": MAX_TOKENS} | info,
                                        indent=1))  # fmt: skip
     return out
-
-
-def config_dict(cfg: RerankConfig) -> dict:
-    return asdict(cfg)

