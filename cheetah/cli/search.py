@@ -199,8 +199,17 @@ def _train_reranker(args: argparse.Namespace) -> int:
     if bad := _bad_package(packages or (), "train-reranker"):
         print(bad, file=sys.stderr)
         return 2
+    embedder = None
+    if args.mine_with != "none":
+        from cheetah.search.embedder import EmbedderUnavailable, load_embedder
+
+        try:
+            embedder = load_embedder(args.mine_with)
+        except EmbedderUnavailable as e:
+            print(f"cheetah search train-reranker: --mine-with: {e}", file=sys.stderr)
+            return 2
     t0 = time.perf_counter()
-    groups = training_groups(cfg, per_source=args.per_package, log=print, packages=packages)
+    groups = training_groups(cfg, args.per_package, print, packages, embedder)
     if len(groups) < cfg.groups:
         print(f"cheetah search train-reranker: only {len(groups)} training groups were mined",
               file=sys.stderr)  # fmt: skip
@@ -355,13 +364,14 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         help="train the cross-encoder that re-ranks the first stage's best candidates",
         description="A LoRA adapter and a linear head over the shipped embedder's MiniLM, "
         "reading query and code together. Each step: --groups queries, each with its right "
-        "code and --negatives wrong ones (the package's BM25 best matches and functions of "
-        "the same file), a cross-entropy over each group. Pairs come from the training "
+        "code and --negatives wrong ones (a function of the same file and the best matches of "
+        "the cosine + BM25 hybrid that codebase_search runs, within a pool of 1,000 chunks of "
+        "the package), a cross-entropy over each group. Pairs come from the training "
         "packages and standard-library modules of search/pairs.py only (the dev and held-out "
         "packages and pip's are never read). A line every ~10 s.",
     )
     r.add_argument("--out", type=Path, required=True, help="directory for the re-ranker")
-    r.add_argument("--steps", type=int, default=450)
+    r.add_argument("--steps", type=int, default=900)
     r.add_argument("--groups", type=int, default=4, help="queries per step")
     r.add_argument("--negatives", type=int, default=7, help="wrong codes per query")
     r.add_argument("--lr", type=float, default=5e-4)
@@ -373,6 +383,13 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         action="append",
         help="mine pairs from this installed package (repeatable; default: the 30 of "
         "search/pairs.py TRAIN_PACKAGES); the standard-library modules are always used",
+    )
+    r.add_argument(
+        "--mine-with",
+        default="default",
+        help="the embedder of the hybrid that mines negatives: 'default', 'stock', a model "
+        "directory, a URL, or 'none' for BM25 alone over every chunk of the package "
+        "(embedding the pools takes ~15 min on 2 cores)",
     )
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_train_reranker)

@@ -15,15 +15,17 @@ What ships is small: a LoRA adapter over the trained embedder's weights plus the
 the scale (``cheetah/data/reranker``, float16), merged into a plain model when it loads.
 
 Training (``train_reranker``): groups of one query, its right code and ``negatives`` wrong
-ones from the same package (the package's BM25 best matches for the query, which is what
-the first stage puts in front of the re-ranker, and functions of the same file), a
-cross-entropy over each group's scores (listwise softmax). Pairs come from the training
-packages and standard-library modules of ``search/pairs.py`` only: the dev packages choose
-settings, the held-out packages are reported, ``dataset.RESERVED`` is never read.
+ones from the same source (a function of the same file, and the best matches of the
+first stage that serves: the trained embedder's cosine + BM25 hybrid over a pool of the
+source's chunks, ``mine_groups``), a cross-entropy over each group's scores (listwise
+softmax). Pairs come from the training packages and standard-library modules of
+``search/pairs.py`` only: the dev packages choose settings, the held-out packages are
+reported, ``dataset.RESERVED`` is never read.
 
-Deliberately left out: negatives mined with the embedder itself (embedding every chunk of
-torch and transformers costs more CPU time than the training), distillation from a larger
-model (none ships here), and scoring more than one query per forward pass.
+Deliberately left out: embedding every chunk of a training package for mining (torch and
+transformers alone would cost more CPU time than the training; a pool of 1,000 chunks a
+source is mined instead), distillation from a larger model (none ships here that is fast
+enough to label the groups on a CPU), and scoring more than one query per forward pass.
 """
 
 from __future__ import annotations
@@ -38,21 +40,22 @@ from pathlib import Path
 
 import numpy as np
 
-from cheetah.inference.protocol import Reranker
+from cheetah.inference.protocol import Embedder, Reranker
 from cheetah.progress import Pace
-from cheetah.search.fusion import zscores
+from cheetah.search.fusion import fuse, zscores
 from cheetah.search.pairs import Pair
 
 __all__ = ["CrossEncoder", "Reranker", "load_reranker", "rerank", "train_reranker"]
 
 RERANK_K = 20  # first-stage candidates the re-ranker reads per query
 # Within those k: weights of the re-ranker's, BM25's and the cosine's z-scores, chosen on the
-# development packages (300 queries; rerank-and-hybrid alone at its best weight: 0.515).
-RERANK_WEIGHTS = (0.55, 0.30, 0.15)
+# development packages (300 queries: 0.545; re-ranker score alone: 0.493).
+RERANK_WEIGHTS = (0.7, 0.2, 0.1)
 MAX_TOKENS = 256  # query and code together, as the model reads them
 SCALE = 20.0  # initial scale of the cosine (the embedder trained at temperature 0.05)
 INFO = "cheetah_reranker.json"
 HEAD = "head.safetensors"
+MINING_POOL = 1000  # chunks per source the hybrid mines negatives from (see mine_groups)
 
 
 class RerankerUnavailable(RuntimeError):
@@ -197,7 +200,7 @@ def rerank(
 
 @dataclass
 class RerankConfig:
-    steps: int = 450
+    steps: int = 900
     groups: int = 4  # queries per step; each brings 1 + negatives codes
     negatives: int = 7
     lr: float = 5e-4  # 2e-4 with a head alone (no cosine) left the loss at ln 8 for 50 steps
@@ -223,23 +226,43 @@ def listwise_loss(scores, group_size: int):
 
 
 def mine_groups(
-    pairs_by_source: dict[str, tuple[list[Pair], list[str]]], negatives: int, seed: int
+    pairs_by_source: dict[str, tuple[list[Pair], list[str]]],
+    negatives: int,
+    seed: int,
+    embedder: Embedder | None = None,
+    pool: int = MINING_POOL,
+    log: Callable[[str], None] = print,
 ) -> list[Group]:
-    """One group per pair: its code, then up to ``negatives`` wrong codes: the source's BM25
-    best matches for the query and the pair's same-file negative (pairs with too few are
-    dropped). ``pairs_by_source``: name -> (pairs, every chunk text of that source)."""
+    """One group per pair: its code, then up to ``negatives`` wrong codes: the pair's
+    same-file negative and the first stage's best matches for the query within its source
+    (pairs with too few are dropped). ``pairs_by_source``: name -> (pairs, every chunk text
+    of that source).
+
+    Without ``embedder`` the first stage is BM25 over every chunk of the source. With it,
+    it is the cosine + BM25 hybrid that ``codebase_search`` runs (``fusion.fuse``), over a
+    pool of at most ``pool`` chunks of the source: the codes of its pairs, then a seeded
+    sample of the rest (embedding every chunk of torch would cost more than the training).
+    The hybrid's confusers are what the re-ranker meets when it serves."""
     from cheetah.search.lexical import BM25
 
     rng = random.Random(seed)
     out: list[Group] = []
-    for pairs, texts in pairs_by_source.values():
+    for name, (pairs, texts) in pairs_by_source.items():
         if not pairs or len(texts) <= negatives:
             continue
+        if embedder is not None:
+            texts = _pool(pairs, texts, pool, random.Random(f"{seed}:{name}"))
         bm25 = BM25(texts)
-        for p in pairs:
+        lexical = np.stack([bm25.scores(p.query) for p in pairs])
+        if embedder is None:
+            first = lexical
+        else:
+            log(f"mining {name}: embedding {len(texts)} chunks and {len(pairs)} queries")
+            dense = embedder.embed([p.query for p in pairs]) @ embedder.embed(texts).T
+            first = fuse(dense, lexical)
+        for p, scores in zip(pairs, first, strict=True):
             right = p.positive.text
             wrong: list[str] = [p.negative.text] if p.negative is not None else []
-            scores = bm25.scores(p.query)
             for i in np.argsort(-scores)[: 3 * negatives]:
                 if texts[i].strip() != right.strip() and texts[i] not in wrong:
                     wrong.append(texts[i])
@@ -252,14 +275,26 @@ def mine_groups(
     return out
 
 
+def _pool(pairs: list[Pair], texts: list[str], size: int, rng: random.Random) -> list[str]:
+    """The pairs' codes, then distinct other chunks of the source at random: ``size`` in all
+    and at least three chunks a pair (or every chunk, when there are fewer)."""
+    chosen = list(dict.fromkeys(p.positive.text for p in pairs))
+    taken = set(chosen)
+    rest = [t for t in dict.fromkeys(texts) if t not in taken]
+    rng.shuffle(rest)
+    return chosen + rest[: max(size, 3 * len(chosen)) - len(chosen)]
+
+
 def training_groups(
     cfg: RerankConfig,
     per_source: int = 300,
     log: Callable[[str], None] = print,
     packages: tuple[str, ...] | None = None,
+    embedder: Embedder | None = None,
 ) -> list[Group]:
     """Groups from standard-library modules and ``packages`` (default: the training
-    packages of ``search/pairs.py``)."""
+    packages of ``search/pairs.py``), negatives mined by ``mine_groups`` (with the hybrid
+    of ``embedder`` and BM25 when one is given)."""
     from cheetah.search.dataset import package_pairs
     from cheetah.search.pairs import (
         TRAIN_MODULES,
@@ -282,7 +317,7 @@ def training_groups(
         random.Random(f"{cfg.seed}:{name}").shuffle(ps)
         sources[name] = (ps[:per_source], [c.text for c in chunks])
     log(f"mining negatives for {sum(len(p) for p, _ in sources.values())} pairs")
-    return mine_groups(sources, cfg.negatives, cfg.seed)
+    return mine_groups(sources, cfg.negatives, cfg.seed, embedder, log=log)
 
 
 def train_reranker(

@@ -2,6 +2,7 @@
 places, a model that learns its groups and loads back bit for bit, the eval method, the CLI."""
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from cheetah.search.chunks import Chunk
 from cheetah.search.dataset import Row
 from cheetah.search.evaluate import evaluate_rows
 from cheetah.search.pairs import Pair
-from cheetah.search.rerank import Group, listwise_loss, mine_groups, rerank
+from cheetah.search.rerank import Group, _pool, listwise_loss, mine_groups, rerank
 
 BIN = Path(sys.executable).parent
 
@@ -68,6 +69,36 @@ def test_negatives_are_lexical_neighbours_and_the_same_file_never_the_answer():
     assert all("parse_date_" in w for w in wrong[1:3])  # BM25's best come next
     # too few candidates for the negatives asked: no group
     assert mine_groups({"p": ([Pair("q", right)], texts[:3])}, 4, 0) == []
+
+
+class _CalendarEmbedder:
+    """Texts that mention a date or a calendar point one way, all others the other way."""
+
+    name, dim = "calendar", 2
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        dated = [("date" in t or "calendar" in t) for t in texts]
+        return np.array([[1.0, 0.0] if d else [0.0, 1.0] for d in dated], np.float32)
+
+
+def test_embedder_mining_brings_the_hybrids_confusers_from_a_bounded_pool():
+    def chunk(path, name, body):
+        return Chunk(path, 1, 2, name, f"def {name}():\n    {body}\n")
+
+    right = chunk("p/a.py", "parse_date", "return parse(text)")
+    confuser = chunk("p/b.py", "calendar_day", "return 1")  # no word shared with the query
+    others = [chunk("p/c.py", f"zz{i}", "pass") for i in range(40)]
+    pair = Pair("parse the date", right)
+    texts = [c.text for c in [*others, right, confuser]]
+    # without an embedder BM25 cannot see the confuser; the hybrid puts it first
+    assert confuser.text not in mine_groups({"p": ([pair], texts)}, 2, 0)[0].codes[1:2]
+    [group] = mine_groups({"p": ([pair], texts)}, 2, 0, _CalendarEmbedder(), pool=50, log=print)
+    assert group.codes[0] == right.text and group.codes[1] == confuser.text
+    # the pool: the pairs' codes first, then others, at least three chunks a pair
+    pool = _pool([pair], texts, 10, random.Random(0))
+    assert pool[0] == right.text and len(pool) == len(set(pool)) == 10
+    assert len(_pool([pair], texts[:2], 10, random.Random(0))) == 3  # right + the 2 others
+    assert len(_pool([pair] * 5, texts, 2, random.Random(0))) == 3  # 5 pairs of one code
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +199,7 @@ def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "step 2/2 loss" in r.stdout and "re-ranker at" in r.stdout
+    assert "mining mdurl: embedding" in r.stdout  # the hybrid mines by default
     info = json.loads((out / "cheetah_reranker.json").read_text())
     assert info["steps"] == 2 and info["config"]["negatives"] == 3
     data = tmp_path / "d.jsonl"
@@ -193,3 +225,9 @@ def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 2 and "reserved as an external test set" in r.stderr
+    r = subprocess.run(
+        [BIN / "cheetah", "search", "train-reranker", "--mine-with", tmp_path / "none-here",
+         "--out", out],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 2 and "--mine-with" in r.stderr and "none-here" in r.stderr
