@@ -199,7 +199,7 @@ def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "step 2/2 loss" in r.stdout and "re-ranker at" in r.stdout
-    assert "mining mdurl: embedding" in r.stdout  # the hybrid mines by default
+    assert "mining stdlib: embedding" in r.stdout  # the hybrid mines by default
     info = json.loads((out / "cheetah_reranker.json").read_text())
     assert info["steps"] == 2 and info["config"]["negatives"] == 3
     data = tmp_path / "d.jsonl"
