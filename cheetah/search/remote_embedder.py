@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 
 from cheetah.search.embedder import EmbedderUnavailable
+from cheetah.search.service_client import model_cards, post_json
 
 
 class RemoteEmbedder:
@@ -34,10 +35,7 @@ class RemoteEmbedder:
         self.dim = int(self._request(["dimension probe"]).shape[1])
 
     def _served_name(self) -> str:
-        try:
-            cards = self._http.get(f"{self.base_url}/models").json().get("data") or []
-        except (httpx.HTTPError, ValueError) as e:
-            raise EmbedderUnavailable(f"cannot reach {self.base_url}/models: {e}") from None
+        cards = model_cards(self._http, self.base_url, EmbedderUnavailable)
         kinds = [c for c in cards if c.get("kind") == "embedding"] or cards
         if not kinds:
             raise EmbedderUnavailable(f"{self.base_url}/models lists no model")
@@ -45,14 +43,7 @@ class RemoteEmbedder:
 
     def _request(self, texts: list[str]) -> np.ndarray:
         body = {"model": self.name, "input": texts, "encoding_format": "base64"}
-        try:
-            resp = self._http.post(f"{self.base_url}/embeddings", json=body)
-        except httpx.HTTPError as e:
-            raise EmbedderUnavailable(f"cannot reach {self.base_url}/embeddings: {e}") from None
-        if resp.status_code != 200:
-            raise EmbedderUnavailable(
-                f"{self.base_url}/embeddings answered {resp.status_code}: {resp.text[:300]}"
-            )
+        resp = post_json(self._http, f"{self.base_url}/embeddings", body, EmbedderUnavailable)
         try:
             rows = sorted(resp.json()["data"], key=lambda d: d["index"])
             vectors = np.stack([_vector(d["embedding"]) for d in rows])

@@ -10,17 +10,15 @@ import httpx
 import numpy as np
 
 from cheetah.search.rerank import RerankerUnavailable
+from cheetah.search.service_client import model_cards, post_json
 
 
 class RemoteReranker:
     def __init__(self, base_url: str, timeout_s: float = 120.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(timeout=timeout_s)
-        try:
-            cards = self._http.get(f"{self.base_url}/models").json().get("data") or []
-        except (httpx.HTTPError, ValueError, AttributeError) as e:
-            raise RerankerUnavailable(f"cannot reach {self.base_url}/models: {e}") from None
-        kinds = [c for c in cards if isinstance(c, dict) and c.get("kind") == "rerank"]
+        cards = model_cards(self._http, self.base_url, RerankerUnavailable)
+        kinds = [c for c in cards if c.get("kind") == "rerank"]
         if not kinds:
             raise RerankerUnavailable(f"{self.base_url} serves no re-ranker (no /v1/rerank)")
         self.name = str(kinds[0]["id"])
@@ -29,14 +27,7 @@ class RemoteReranker:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         body = {"model": self.name, "query": query, "documents": texts}
-        try:
-            resp = self._http.post(f"{self.base_url}/rerank", json=body)
-        except httpx.HTTPError as e:
-            raise RerankerUnavailable(f"cannot reach {self.base_url}/rerank: {e}") from None
-        if resp.status_code != 200:
-            raise RerankerUnavailable(
-                f"{self.base_url}/rerank answered {resp.status_code}: {resp.text[:300]}"
-            )
+        resp = post_json(self._http, f"{self.base_url}/rerank", body, RerankerUnavailable)
         out = np.full(len(texts), np.nan, dtype=np.float32)
         try:
             for r in resp.json()["results"]:

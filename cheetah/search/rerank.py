@@ -327,7 +327,7 @@ def train_reranker(
     ``groups``; returns it and every step's loss."""
     import torch
 
-    from cheetah.search.train import warmup_then_linear, with_lora
+    from cheetah.search.train import optimizer_step, warmup_then_linear, with_lora
 
     torch.manual_seed(cfg.seed)
     enc = CrossEncoder()
@@ -348,12 +348,7 @@ def train_reranker(
             queries = [g.query for g in batch for _ in g.codes]
             codes = [c for g in batch for c in g.codes]
             loss = listwise_loss(enc.forward(queries, codes), size)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
+            losses.append(optimizer_step(loss, opt, sched, params))
             if pace.due(final=step + 1 == steps):
                 recent = float(np.mean(losses[-20:]))
                 log(f"step {step + 1}/{steps} loss {recent:.3f} ({time.perf_counter() - t0:.0f} s)")

@@ -88,12 +88,7 @@ def finetune(
             if cfg.hard_negatives:
                 codes += [p.negative.embed_text for p in batch if p.negative is not None]
             loss = info_nce(q, embedder.encode(codes), cfg.temperature)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trained, 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
+            losses.append(optimizer_step(loss, opt, sched, trained))
             if on_step:
                 on_step(step, total, losses[-1])
     finally:
@@ -110,6 +105,19 @@ def warmup_then_linear(opt, total: int):
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, total // 10)) * max(0.0, 1 - s / max(1, total))
     )
+
+
+def optimizer_step(loss, opt, sched, params) -> float:
+    """One step of the embedder's and the re-ranker's training: gradients of ``loss``,
+    clipped to norm 1 over ``params``, an optimizer and a schedule step; the loss's value."""
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    sched.step()
+    return float(loss.detach())
 
 
 LORA_MODULES = ["query", "key", "value", "dense"]  # attention and MLP projections of BERT
