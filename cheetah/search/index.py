@@ -297,11 +297,10 @@ class CodeIndex:
             return self.search_vector(q, k, under)
         with self._lock:
             matrix, rows, row_file, paths = self._stack()
-            lexical = self._lexical().scores(query) if hybrid or reranker else None
+            lexical = self._lexical().scores(query)
         dense = matrix @ q
-        scores = dense if lexical is None else fuse(dense[None], lexical[None])[0]
-        scores, k = self._within(scores, under, row_file, paths, k)
-        if reranker is not None and lexical is not None:
+        scores, k = self._within(fuse(dense[None], lexical[None])[0], under, row_file, paths, k)
+        if reranker is not None:
             inside = np.flatnonzero(np.isfinite(scores))
             scores[inside] = rerank(
                 scores[inside],
