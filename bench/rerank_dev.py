@@ -18,6 +18,7 @@ once, by ``cheetah search eval``, never used to choose).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import random
 from pathlib import Path
@@ -27,16 +28,11 @@ import numpy as np
 from cheetah.progress import Pace
 from cheetah.search.dataset import read_rows
 from cheetah.search.embedder import load_embedder
-from cheetah.search.fusion import fuse, zscores
+from cheetah.search.evaluate import ranks, summarize
+from cheetah.search.fusion import fuse
 from cheetah.search.index import embed_in_slices
 from cheetah.search.lexical import BM25
-from cheetah.search.rerank import RERANK_WEIGHTS, load_reranker
-
-
-def reciprocal_rank(scores: np.ndarray, gold: int) -> float:
-    """1/rank of ``gold`` under ``scores`` (ties count against it), 0 past rank 10."""
-    rank = int((scores >= scores[gold]).sum())
-    return 1.0 / rank if rank <= 10 else 0.0
+from cheetah.search.rerank import RERANK_WEIGHTS, Reranker, load_reranker, rerank
 
 
 def main() -> None:
@@ -54,17 +50,16 @@ def main() -> None:
     asked = [(i, r.query) for i, r in enumerate(rows) if r.query]
     if args.queries and args.queries < len(asked):
         asked = sorted(random.Random(0).sample(asked, args.queries))
+    gold = np.array([i for i, _ in asked])
     embedder = load_embedder("default")
     docs = embed_in_slices(embedder, codes, print)
     dense = embed_in_slices(embedder, [q for _, q in asked], print) @ docs.T
     bm25 = BM25(codes)
     lexical = np.stack([bm25.scores(q) for _, q in asked])
-    hybrid = fuse(dense, lexical)
-    tops = [np.argsort(-h)[: args.k] for h in hybrid]
+    hybrid = fuse(dense, lexical)  # the first stage of codebase_search and `search eval`
     print(f"{len(asked)} queries, {len(codes)} candidates, best {args.k} re-ranked")
-    alone = np.mean([reciprocal_rank(d, g) for d, (g, _) in zip(dense, asked, strict=True)])
-    both = np.mean([reciprocal_rank(h, g) for h, (g, _) in zip(hybrid, asked, strict=True)])
-    print(f"trained embedder alone MRR@10 {alone:.4f}; hybrid MRR@10 {both:.4f}")
+    for name, scores in (("trained embedder alone", dense), ("hybrid", hybrid)):
+        print(f"{name}: MRR@10 {summarize(name, ranks(scores, gold), len(codes)).mrr_at_10:.4f}")
     steps = itertools.product(np.arange(0.3, 0.95, 0.05), np.arange(0, 0.45, 0.05))
     grid = [
         (float(round(a, 2)), float(round(b, 2)), float(round(1 - a - b, 2)))
@@ -73,28 +68,43 @@ def main() -> None:
     ]
     for spec in args.reranker:
         model, pace = load_reranker(spec), Pace()
-        feats = []  # per query: (re-ranker, BM25, cosine) z-scores over its best k, gold's place
-        for n, ((gold, query), top) in enumerate(zip(asked, tops, strict=True)):
-            scores = model.score(query, [codes[i] for i in top])
-            where = np.flatnonzero(top == gold)
-            feats.append((zscores(scores), zscores(lexical[n][top]), zscores(dense[n][top]), where))
+        scorers = []
+        for n, (_, query) in enumerate(asked):
+            scorers.append(_Cached(model, query, codes))
+            rerank(hybrid[n], scorers[-1], args.k, dense[n], lexical[n])  # reads the model once
             if pace.due(final=n + 1 == len(asked)):
                 print(f"{model.name}: {n + 1}/{len(asked)} queries re-ranked", flush=True)
-        best = max(grid, key=lambda w: fused_mrr(feats, w))
-        print(f"{model.name}: alone MRR@10 {fused_mrr(feats, (1.0, 0.0, 0.0)):.4f}; fused "
-              f"{RERANK_WEIGHTS} {fused_mrr(feats, RERANK_WEIGHTS):.4f}; best grid weights "
-              f"{best} {fused_mrr(feats, best):.4f}")  # fmt: skip
+
+        mrr = functools.partial(fused_mrr, hybrid, scorers, dense, lexical, gold, args.k)
+        best = max(grid, key=mrr)
+        print(f"{model.name}: alone MRR@10 {mrr((1.0, 0.0, 0.0)):.4f}; fused {RERANK_WEIGHTS} "
+              f"{mrr(RERANK_WEIGHTS):.4f}; best grid weights {best} {mrr(best):.4f}")  # fmt: skip
 
 
-def fused_mrr(feats: list, weights: tuple[float, float, float]) -> float:
-    """MRR@10 within each query's best k when ranked by ``weights`` . (re-ranker, BM25,
-    cosine) z-scores; a query whose answer is not among them counts 0."""
-    total = 0.0
-    for rerank, lexical, dense, where in feats:
-        if len(where):
-            fused = weights[0] * rerank + weights[1] * lexical + weights[2] * dense
-            total += reciprocal_rank(fused, int(where[0]))
-    return total / max(1, len(feats))
+def fused_mrr(first, scorers, dense, lexical, gold, k: int, weights) -> float:
+    """MRR@10 when ``search.rerank.rerank`` orders each query's candidates with ``weights``
+    (the re-ranker's scores from ``scorers``, read once and cached)."""
+    fused = np.stack(
+        [
+            rerank(h, s, k, d, x, weights)
+            for h, s, d, x in zip(first, scorers, dense, lexical, strict=True)
+        ]
+    )
+    return summarize("fused", ranks(fused, gold), fused.shape[1]).mrr_at_10
+
+
+class _Cached:
+    """``rerank``'s scorer for one query: the re-ranker reads each candidate once."""
+
+    def __init__(self, model: Reranker, query: str, codes: list[str]) -> None:
+        self.model, self.query, self.codes, self.seen = model, query, codes, {}
+
+    def __call__(self, top: list[int]) -> np.ndarray:
+        new = [int(i) for i in top if int(i) not in self.seen]
+        if new:
+            scores = self.model.score(self.query, [self.codes[i] for i in new])
+            self.seen.update(zip(new, (float(v) for v in scores), strict=True))
+        return np.array([self.seen[int(i)] for i in top])
 
 
 if __name__ == "__main__":
