@@ -199,6 +199,16 @@ def _train_reranker(args: argparse.Namespace) -> int:
     if bad := _bad_package(packages or (), "train-reranker"):
         print(bad, file=sys.stderr)
         return 2
+    init = None
+    if args.init is not None:
+        from cheetah import bundled
+        from cheetah.search.rerank import INFO
+
+        init = bundled.RERANKER if args.init == "default" else Path(args.init)
+        if not (init / INFO).is_file():
+            print(f"cheetah search train-reranker: --init: {init} holds no re-ranker (no {INFO})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     embedder = None
     if args.mine_with != "none":
         from cheetah.search.embedder import EmbedderUnavailable, load_embedder
@@ -216,8 +226,8 @@ def _train_reranker(args: argparse.Namespace) -> int:
         return 2
     needed = cfg.steps * cfg.groups
     print(f"{len(groups)} training groups of 1 + {cfg.negatives} codes; {needed} used")
-    enc, losses = train_reranker(groups, cfg, log=print)
-    info = {"config": cfg.__dict__, "groups": len(groups), "steps": len(losses),
+    enc, losses = train_reranker(groups, cfg, log=print, init=init)
+    info = {"config": cfg.__dict__, "init": args.init, "groups": len(groups), "steps": len(losses),
             "first_loss": losses[0] if losses else None,
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
             "seconds": time.perf_counter() - t0}  # fmt: skip
@@ -390,6 +400,11 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         help="the embedder of the hybrid that mines negatives: 'default', 'stock', a model "
         "directory, a URL, or 'none' for BM25 alone over every chunk of the package "
         "(embedding the pools takes ~15 min on 2 cores)",
+    )
+    r.add_argument(
+        "--init",
+        help="train on from this re-ranker ('default': the shipped one, or a directory "
+        "written by train-reranker) instead of a fresh adapter and head",
     )
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_train_reranker)

@@ -66,9 +66,12 @@ class RerankerUnavailable(RuntimeError):
 class CrossEncoder:
     """Scores (query, code) pairs read together; higher is more relevant."""
 
-    def __init__(self, model_dir: str | Path | None = None, name: str | None = None) -> None:
+    def __init__(
+        self, model_dir: str | Path | None = None, name: str | None = None, trainable: bool = False
+    ) -> None:
         """``model_dir`` written by ``save`` (``None``: a fresh head over the trained
-        embedder, the starting point of training)."""
+        embedder, the starting point of training). ``trainable`` keeps its adapter apart
+        (not merged) so that training goes on from it."""
         import torch
 
         from cheetah import bundled
@@ -90,7 +93,11 @@ class CrossEncoder:
             from peft import PeftModel
             from safetensors.torch import load_file
 
-            self.model = PeftModel.from_pretrained(self.model, self.model_dir).merge_and_unload()
+            self.model = PeftModel.from_pretrained(
+                self.model, self.model_dir, is_trainable=trainable
+            )
+            if not trainable:
+                self.model = self.model.merge_and_unload()
             state = load_file(self.model_dir / HEAD)
             self.scale.data.fill_(float(state.pop("scale")))
             self.head.load_state_dict({k: v.float() for k, v in state.items()})
@@ -311,6 +318,7 @@ def training_groups(
     sources["stdlib"] = (pairs[: 3 * per_source], [c.text for c in corpus.chunks])
     for name in TRAIN_PACKAGES if packages is None else packages:
         found, chunks = package_pairs(name)
+        log(f"read {name}: {len(found)} pairs, {len(chunks)} chunks")
         if not found:
             continue
         ps = with_negatives([Pair(q, c) for q, c in found], chunks, cfg.seed)
@@ -321,17 +329,25 @@ def training_groups(
 
 
 def train_reranker(
-    groups: list[Group], cfg: RerankConfig, log: Callable[[str], None] = print
+    groups: list[Group],
+    cfg: RerankConfig,
+    log: Callable[[str], None] = print,
+    init: Path | None = None,
 ) -> tuple[CrossEncoder, list[float]]:
-    """A fresh ``CrossEncoder`` (LoRA over the trained embedder, new head) trained on
-    ``groups``; returns it and every step's loss."""
+    """A ``CrossEncoder`` trained on ``groups``: a fresh one (LoRA over the trained
+    embedder, new head), or with ``init`` the re-ranker saved there, its adapter, head and
+    scale trained further (``cfg.lora_rank`` is then the saved adapter's). Returns it and
+    every step's loss."""
     import torch
 
     from cheetah.search.train import optimizer_step, warmup_then_linear, with_lora
 
     torch.manual_seed(cfg.seed)
-    enc = CrossEncoder()
-    enc.model = with_lora(enc.model, cfg.lora_rank)
+    if init is not None:
+        enc = CrossEncoder(init, trainable=True)
+    else:
+        enc = CrossEncoder()
+        enc.model = with_lora(enc.model, cfg.lora_rank)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     params += [*enc.head.parameters(), enc.scale]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)

