@@ -7,6 +7,10 @@ embedder alone and of the hybrid (the baselines), of the re-ranker's score alone
 best ``k``, fused with the shipped ``RERANK_WEIGHTS``, and fused with the best weights of a
 grid (chosen on this sample: an upper bound, not a held-out figure).
 
+The shipped re-ranker (``default``) has trained on the dev packages since 2026-12-02, so
+its figures here are training figures; compare re-rankers trained on the training packages
+only (``cheetah search train-reranker`` without ``--package``), as in BENCHMARKS.md.
+
     cheetah search dataset --package networkx fsspec huggingface_hub tqdm filelock h11 \\
         httpcore pluggy sortedcontainers typer --max-queries 200 --out dev.jsonl
     python bench/rerank_dev.py --dataset dev.jsonl --reranker default /path/to/other

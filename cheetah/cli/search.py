@@ -376,9 +376,9 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         "reading query and code together. Each step: --groups queries, each with its right "
         "code and --negatives wrong ones (a function of the same file and the best matches of "
         "the cosine + BM25 hybrid that codebase_search runs, within a pool of 1,000 chunks of "
-        "the package), a cross-entropy over each group. Pairs come from the training "
-        "packages and standard-library modules of search/pairs.py only (the dev and held-out "
-        "packages and pip's are never read). A line every ~10 s.",
+        "the package), a cross-entropy over each group. Pairs come from the standard-library "
+        "modules of search/pairs.py and its training packages, or the --package ones (pip's "
+        "are refused). --init trains a saved re-ranker further. A line every ~10 s.",
     )
     r.add_argument("--out", type=Path, required=True, help="directory for the re-ranker")
     r.add_argument("--steps", type=int, default=900)
