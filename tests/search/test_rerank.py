@@ -148,8 +148,9 @@ def test_a_saved_reranker_loads_back_with_the_same_scores(trained):
 
 
 def test_training_goes_on_from_a_saved_reranker(trained, tmp_path):
-    """``init``: the saved adapter, head and scale train further (the first loss is the
-    trained one's, not a fresh start's), and what is saved is again one small adapter."""
+    """``init``: the saved adapter, head and scale train further (on groups that invert its
+    ranking the first loss is above a fresh start's), and what is saved is again one small
+    adapter."""
     from cheetah.search.rerank import CrossEncoder, RerankConfig, save, train_reranker
 
     _, losses, out, _, codes = trained
