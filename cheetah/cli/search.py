@@ -200,11 +200,10 @@ def _train_reranker(args: argparse.Namespace) -> int:
         print(bad, file=sys.stderr)
         return 2
     init = None
-    if args.init is not None:
-        from cheetah import bundled
-        from cheetah.search.rerank import INFO
+    if args.init is not None:  # checked now, not after the minutes of mining
+        from cheetah.search.rerank import INFO, reranker_dir
 
-        init = bundled.RERANKER if args.init == "default" else Path(args.init)
+        init = reranker_dir(args.init)
         if not (init / INFO).is_file():
             print(f"cheetah search train-reranker: --init: {init} holds no re-ranker (no {INFO})",
                   file=sys.stderr)  # fmt: skip
@@ -227,7 +226,7 @@ def _train_reranker(args: argparse.Namespace) -> int:
     needed = cfg.steps * cfg.groups
     print(f"{len(groups)} training groups of 1 + {cfg.negatives} codes; {needed} used")
     enc, losses = train_reranker(groups, cfg, log=print, init=init)
-    info = {"config": cfg.__dict__, "init": args.init, "groups": len(groups), "steps": len(losses),
+    info = {"config": cfg.__dict__ | {"lora_rank": enc.lora_rank}, "init": args.init, "groups": len(groups), "steps": len(losses),
             "first_loss": losses[0] if losses else None,
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
             "seconds": time.perf_counter() - t0}  # fmt: skip

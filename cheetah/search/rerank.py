@@ -140,6 +140,12 @@ class CrossEncoder:
         whole = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return self.scale * (q * c).sum(-1) + self.head(whole).squeeze(-1)
 
+    @property
+    def lora_rank(self) -> int | None:
+        """The rank of the adapter kept apart (``trainable``); None once it is merged."""
+        config = getattr(self.model, "peft_config", None)
+        return int(config["default"].r) if config else None
+
     def score(self, query: str, codes: list[str], batch_size: int = 32) -> np.ndarray:
         """Scores of ``codes`` for ``query`` (float32, one per code, in order)."""
         import torch
@@ -164,7 +170,14 @@ def load_reranker(spec: str = "default") -> Reranker:
         return RemoteReranker(spec)
     if spec == "default":
         return CrossEncoder(bundled.RERANKER, name=shipped_name())
-    return CrossEncoder(Path(spec))
+    return CrossEncoder(reranker_dir(spec))
+
+
+def reranker_dir(spec: str) -> Path:
+    """Where the re-ranker ``spec`` lives: ``default`` is the shipped one."""
+    from cheetah import bundled
+
+    return bundled.RERANKER if spec == "default" else Path(spec)
 
 
 def shipped_name() -> str:
@@ -339,8 +352,8 @@ def train_reranker(
 ) -> tuple[CrossEncoder, list[float]]:
     """A ``CrossEncoder`` trained on ``groups``: a fresh one (LoRA over the trained
     embedder, new head), or with ``init`` the re-ranker saved there, its adapter, head and
-    scale trained further (``cfg.lora_rank`` is then the saved adapter's). Returns it and
-    every step's loss."""
+    scale trained further (its rank is then the saved adapter's, not ``cfg.lora_rank``:
+    see ``CrossEncoder.lora_rank``). Returns it and every step's loss."""
     import torch
 
     from cheetah.search.train import optimizer_step, warmup_then_linear, with_lora

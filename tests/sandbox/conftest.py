@@ -31,6 +31,10 @@ LIMITS = {
     "disk_mb": 64,
     "tmp_mb": 32,
 }
+# For sessions that run real work (a project's pytest): 3 CPU seconds is about what pytest
+# itself takes on a busy 2-core machine, so a suite could be cut between its last test and
+# its summary. The attack tests keep LIMITS.
+WORK_LIMITS = {**LIMITS, "cpu_time_s": 60}
 
 
 def _caps():
@@ -45,11 +49,16 @@ def small_config() -> SandboxConfig:
     return SandboxConfig(**LIMITS)
 
 
-class ServerProc(LocalEnvServer):
-    """A started ``cheetah env serve`` process with the small test limits."""
+@pytest.fixture
+def work_config() -> SandboxConfig:
+    return SandboxConfig(**WORK_LIMITS)
 
-    def __init__(self, tmp: Path, **kw) -> None:
-        super().__init__(tmp, config=SandboxConfig(**LIMITS), **kw)
+
+class ServerProc(LocalEnvServer):
+    """A started ``cheetah env serve`` process with the small test limits (or ``config``)."""
+
+    def __init__(self, tmp: Path, config: SandboxConfig | None = None, **kw) -> None:
+        super().__init__(tmp, config=config or SandboxConfig(**LIMITS), **kw)
         self.start(timeout_s=30)
 
 

@@ -11,14 +11,16 @@ from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import run_agent
 from cheetah.harness.policy import ScriptedPolicy
 from cheetah.harness.protocol import parse_message
+from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import EnvSession
 from cheetah.sandbox.fleet import EnvFleet
 from cheetah.sandbox.protocol import EnvError
 from tests.conftest import SAMPLE_REPO
-from tests.sandbox.conftest import needs_isolation
+from tests.sandbox.conftest import WORK_LIMITS, needs_isolation
 
 pytestmark = needs_isolation
 TOKEN = "fleet-test-token-0123456789"
+WORK = SandboxConfig(**WORK_LIMITS)  # these sessions run the sample repo's pytest
 
 
 async def test_least_loaded_placement_and_backpressure(env_server):
@@ -68,7 +70,7 @@ class KillServerAfter:
 
 
 async def test_rollout_survives_a_server_dying_mid_session(env_server):
-    a, b = env_server(token=TOKEN), env_server(token=TOKEN)
+    a, b = env_server(token=TOKEN, config=WORK), env_server(token=TOKEN, config=WORK)
     fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
     procs = {a.url: a, b.url: b}
     try:
@@ -119,7 +121,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_serve
     from cheetah.tasks.session import TaskSessions
 
     [task] = select_tasks(load_tasks(TASK_SETS / "benchmark.jsonl"), limit=1)
-    a, b = env_server(token=TOKEN), env_server(token=TOKEN)
+    a, b = env_server(token=TOKEN, config=WORK), env_server(token=TOKEN, config=WORK)
     fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
     procs = {a.url: a, b.url: b}
     try:

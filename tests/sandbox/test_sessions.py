@@ -15,8 +15,8 @@ pytestmark = needs_isolation
 
 
 @pytest.fixture
-async def env(small_config):
-    env = LocalEnv("isolated", config=small_config)
+async def env(work_config):
+    env = LocalEnv("isolated", config=work_config)  # a session here runs pytest
     yield env
     await env.close_all()
 
