@@ -226,7 +226,8 @@ def _train_reranker(args: argparse.Namespace) -> int:
     needed = cfg.steps * cfg.groups
     print(f"{len(groups)} training groups of 1 + {cfg.negatives} codes; {needed} used")
     enc, losses = train_reranker(groups, cfg, log=print, init=init)
-    info = {"config": cfg.__dict__ | {"lora_rank": enc.lora_rank}, "init": args.init, "groups": len(groups), "steps": len(losses),
+    info = {"config": cfg.__dict__ | {"lora_rank": enc.lora_rank}, "init": args.init,
+            "groups": len(groups), "steps": len(losses),
             "first_loss": losses[0] if losses else None,
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
             "seconds": time.perf_counter() - t0}  # fmt: skip

@@ -235,6 +235,7 @@ def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
     assert "mining stdlib: embedding" in r.stdout  # the hybrid mines by default
     info = json.loads((out / "cheetah_reranker.json").read_text())
     assert info["steps"] == 2 and info["config"]["negatives"] == 3
+    assert info["config"]["lora_rank"] == 16  # the adapter's, read back from the model
     data = tmp_path / "d.jsonl"
     data.write_text(
         "".join(
