@@ -162,15 +162,11 @@ class CrossEncoder:
 def load_reranker(spec: str = "default") -> Reranker:
     """``default`` (the shipped one), a directory written by ``cheetah search
     train-reranker``, or the URL of a re-rank service (``http://host:port/v1``)."""
-    from cheetah import bundled
-
     if spec.startswith(("http://", "https://")):
         from cheetah.search.remote_reranker import RemoteReranker
 
         return RemoteReranker(spec)
-    if spec == "default":
-        return CrossEncoder(bundled.RERANKER, name=shipped_name())
-    return CrossEncoder(reranker_dir(spec))
+    return CrossEncoder(reranker_dir(spec), name=shipped_name() if spec == "default" else None)
 
 
 def reranker_dir(spec: str) -> Path:

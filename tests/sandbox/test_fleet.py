@@ -11,16 +11,14 @@ from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import run_agent
 from cheetah.harness.policy import ScriptedPolicy
 from cheetah.harness.protocol import parse_message
-from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import EnvSession
 from cheetah.sandbox.fleet import EnvFleet
 from cheetah.sandbox.protocol import EnvError
 from tests.conftest import SAMPLE_REPO
-from tests.sandbox.conftest import WORK_LIMITS, needs_isolation
+from tests.sandbox.conftest import needs_isolation
 
 pytestmark = needs_isolation
 TOKEN = "fleet-test-token-0123456789"
-WORK = SandboxConfig(**WORK_LIMITS)  # these sessions run the sample repo's pytest
 
 
 async def test_least_loaded_placement_and_backpressure(env_server):
@@ -69,8 +67,9 @@ class KillServerAfter:
         return await self.inner.generate(messages)
 
 
-async def test_rollout_survives_a_server_dying_mid_session(env_server):
-    a, b = env_server(token=TOKEN, config=WORK), env_server(token=TOKEN, config=WORK)
+async def test_rollout_survives_a_server_dying_mid_session(env_server, work_config):
+    # these sessions run the sample repo's pytest: work_config's CPU time
+    a, b = env_server(token=TOKEN, config=work_config), env_server(token=TOKEN, config=work_config)
     fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
     procs = {a.url: a, b.url: b}
     try:
@@ -115,13 +114,16 @@ class OracleKillingServer:
         return await self.inner.generate(messages)
 
 
-async def test_eval_through_the_fleet_grades_right_after_a_server_dies(env_server, tmp_path):
+async def test_eval_through_the_fleet_grades_right_after_a_server_dies(
+    env_server, work_config, tmp_path
+):
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.loaders import load_tasks, select_tasks
     from cheetah.tasks.session import TaskSessions
 
     [task] = select_tasks(load_tasks(TASK_SETS / "benchmark.jsonl"), limit=1)
-    a, b = env_server(token=TOKEN, config=WORK), env_server(token=TOKEN, config=WORK)
+    # these sessions run the sample repo's pytest: work_config's CPU time
+    a, b = env_server(token=TOKEN, config=work_config), env_server(token=TOKEN, config=work_config)
     fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
     procs = {a.url: a, b.url: b}
     try:
