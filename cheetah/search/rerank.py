@@ -21,8 +21,8 @@ source's chunks, ``mine_groups``), a cross-entropy over each group's scores (lis
 softmax). Pairs come by default from the training packages and standard-library modules of
 ``search/pairs.py``: the dev packages choose settings, the held-out packages are reported,
 ``dataset.RESERVED`` is never read. ``init`` trains a saved re-ranker further: the shipped
-one was trained on twice, once its settings were fixed, on code the embedder never saw (the
-dev packages and installed packages no split uses; BENCHMARKS.md).
+one was trained on three times, once its settings were fixed, on code the embedder never saw
+(the dev packages and installed packages no split uses; BENCHMARKS.md).
 
 Deliberately left out: embedding every chunk of a training package for mining (torch and
 transformers alone would cost more CPU time than the training; a pool of 1,000 chunks a

@@ -17,7 +17,7 @@ from cheetah.search.dataset import (
     read_rows,
     write_rows,
 )
-from cheetah.search.evaluate import evaluate_rows, ranks, summarize
+from cheetah.search.evaluate import evaluate_rows, paired_bootstrap, ranks, summarize
 from cheetah.search.fusion import fuse
 from cheetah.search.lexical import BM25, code_tokens, doc_tokens
 
@@ -85,6 +85,22 @@ def test_ranks_count_ties_against_the_right_answer():
     assert r.mrr_at_10 == pytest.approx((1 + 1 / 2 + 0 + 1 / 4) / 4)
 
 
+def test_paired_bootstrap_brackets_the_mean_difference():
+    rng = np.random.default_rng(1)
+    b = rng.random(500)
+    assert paired_bootstrap(b + 0.25, b) == pytest.approx((0.25, 0.25, 0.25))  # no spread
+    a = b + rng.normal(0.05, 0.1, size=500)
+    diff, low, high = paired_bootstrap(a, b)
+    assert diff == pytest.approx(float(np.mean(a - b)))
+    assert low < diff < high and low > 0 and high - low < 0.05  # ~4 standard errors of 0.0045
+    assert paired_bootstrap(a, b) == (diff, low, high)  # fixed resamples: the same interval
+    flipped = paired_bootstrap(b, a)
+    assert flipped[0] == pytest.approx(-diff) and flipped[2] < 0
+    for x, y in (([], []), ([1.0, 2.0], [1.0]), ([[1.0]], [[0.0]])):
+        with pytest.raises(ValueError, match="paired_bootstrap"):
+            paired_bootstrap(np.array(x), np.array(y))
+
+
 def test_fusion_is_a_convex_combination_of_z_scores():
     dense = np.array([[0.9, 0.8, 0.1]])
     lexical = np.array([[0.0, 6.0, 0.0]])  # BM25's scale is not cosine's
@@ -142,12 +158,41 @@ def test_cli_prints_each_method_and_the_best_last(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == f"MRR@10 {(1 + 1 + 1 / 3) / 3:.4f}"
     assert "R@1 0.6667" in r.stdout and "R@10 1.0000" in r.stdout
-    assert json.loads((tmp_path / "out.json").read_text())[0]["method"] == "bm25"
+    figures = json.loads((tmp_path / "out.json").read_text())
+    assert [f["method"] for f in figures] == ["bm25"] and "reciprocal" not in figures[0]
+    assert "best minus this" not in r.stdout  # one method: nothing to compare it with
     write(path, ["oops"])
     r = subprocess.run(
         [BIN / "cheetah", "search", "eval", "--dataset", path], capture_output=True, text=True
     )
     assert r.returncode == 2 and "d.jsonl:1: not JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_gives_the_best_methods_lead_over_each_other_one(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    import cheetah.search.evaluate as evaluate
+    from cheetah.cli.search import _eval
+
+    path = write(tmp_path / "d.jsonl", [{"id": "a", "code": "x = 1", "query": "q"}])
+    ranks_of = {"worse": [3, 11, 2, 5], "mid": [1, 11, 2, 5], "best": [1, 2, 1, 5]}
+    worse, mid, best = (summarize(m, np.array(r * 50), 50) for m, r in ranks_of.items())
+    monkeypatch.setattr(evaluate, "evaluate_rows", lambda *a, **k: [best, worse, mid])
+    args = argparse.Namespace(dataset=path, no_stock=True, embedder=None, reranker=None,
+                              json=str(tmp_path / "out.json"))  # fmt: skip
+    assert _eval(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == f"MRR@10 {best.mrr_at_10:.4f}"  # still the best last
+    leads = [line for line in out if line.startswith("best minus this: ")]
+    assert len(leads) == 2 and leads[0].startswith(
+        f"best minus this: {best.mrr_at_10 - worse.mrr_at_10:+.4f}"
+    )
+    figures = json.loads((tmp_path / "out.json").read_text())
+    assert [f["method"] for f in figures] == ["worse", "mid", "best"]
+    lead = figures[1]["best_minus_this"]
+    assert lead["mrr_at_10"] == pytest.approx(best.mrr_at_10 - mid.mrr_at_10)
+    assert 0 < lead["ci95"][0] <= lead["mrr_at_10"] <= lead["ci95"][1]
+    assert "best_minus_this" not in figures[2] and "reciprocal" not in figures[2]
 
 
 def test_package_rows_skip_vendored_and_test_code(tmp_path, monkeypatch):
