@@ -101,8 +101,8 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     proc = train(tmp_path, *run, log=log)
     db_path = tmp_path / "quickstart" / "run.sqlite"
     # ~4.5 min to the first RL checkpoint on an idle 2-core machine (100 SFT steps, two
-    # held-out evaluations); CI machines are shared, so the wait is bounded by the test's
-    # timeout, not by this machine's speed.
+    # held-out evaluations); CI machines are shared and slower, so it waits up to 20 min
+    # (the resumed run below has its own 15 min, both within the test's timeout).
     deadline, ready = time.monotonic() + 1200, False
     while not ready and time.monotonic() < deadline and proc.poll() is None:
         ckpts = list((tmp_path / "quickstart" / "checkpoints").glob("step-*"))
