@@ -9,7 +9,7 @@ from pathlib import Path
 
 def _dashboard(args: argparse.Namespace) -> int:
     from cheetah.dashboard.app import serve
-    from cheetah.sandbox.server import read_token
+    from cheetah.core.http_gate import read_token
 
     if not args.runs.is_dir():
         print(f"cheetah dashboard: --runs {str(args.runs)!r} is not a directory", file=sys.stderr)

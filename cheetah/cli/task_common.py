@@ -92,7 +92,7 @@ def task_sessions(args: argparse.Namespace, code_search=None):
     if args.env_url or args.sandbox == "fleet":
         token = None
         if args.env_url:
-            from cheetah.sandbox.server import read_token
+            from cheetah.core.http_gate import read_token
 
             token = read_token(args.env_token_file)
         return fleet_sessions(args.env_url or [], token, backend="isolated")

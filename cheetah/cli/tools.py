@@ -47,7 +47,7 @@ async def _run_calls(args: argparse.Namespace, calls: list) -> list:
     snapshot = f"dir:{args.repo.resolve()}"
     if args.server:
         from cheetah.sandbox.client import EnvClient
-        from cheetah.sandbox.server import read_token
+        from cheetah.core.http_gate import read_token
 
         env = EnvClient(args.server, read_token(args.token_file))
     else:

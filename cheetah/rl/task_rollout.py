@@ -29,7 +29,7 @@ def remote_engines(cfg: TrainRunConfig) -> list[Any]:
 
 
 def env_token(cfg: TrainRunConfig) -> str:
-    from cheetah.sandbox.server import read_token
+    from cheetah.core.http_gate import read_token
 
     if cfg.rollout.env_token_file is None:
         raise ValueError("rollout.env_urls needs rollout.env_token_file (the servers' token)")

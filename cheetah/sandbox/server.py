@@ -36,9 +36,9 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import ClientDisconnect
 
+from cheetah.core.http_gate import UNAUTHORIZED, HttpGate, read_token
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import MAX_UPLOAD_BYTES, LocalEnv
-from cheetah.sandbox.http_gate import UNAUTHORIZED, HttpGate
 from cheetah.sandbox.protocol import (
     CreateSessionRequest,
     DiffResponse,
@@ -58,16 +58,6 @@ from cheetah.sandbox.snapshot import SnapshotError, env_limit, extract_limits
 from cheetah.tools.base import CodeSearch
 
 MAX_BODY_BYTES = 64 << 20  # a JSON request body (tool calls, files to write, grading)
-
-
-def read_token(path: str | Path) -> str:
-    try:
-        token = Path(path).read_text().strip()
-    except OSError as e:
-        raise SystemExit(f"cannot read token file {str(path)!r}: {e.strerror}") from None
-    if len(token) < 16:
-        raise SystemExit(f"token file {str(path)!r} must hold a token of at least 16 characters")
-    return token
 
 
 def create_app(

@@ -28,7 +28,7 @@ import pytest
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
-from cheetah.sandbox.http_gate import HttpGate
+from cheetah.core.http_gate import HttpGate
 from cheetah.sandbox.protocol import EnvError
 from cheetah.sandbox.server import MAX_BODY_BYTES, create_app
 from cheetah.sandbox.snapshot import (
