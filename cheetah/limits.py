@@ -45,7 +45,10 @@ class ServerLimits(BaseModel):
     )
     snapshot_max_members: int = Field(100_000, gt=0, description="members of one tarball")
     snapshot_max_depth: int = Field(
-        64, gt=0, le=1000, description="directory levels of one tarball member's path"
+        64,
+        gt=0,
+        le=256,
+        description="directory levels of a snapshot (a tarball member's path, a copied directory)",
     )
     snapshot_store_bytes: int = Field(
         20 * GiB,

@@ -26,6 +26,8 @@ def _env_serve(args: argparse.Namespace) -> int:
             args.config,
             args.reap_interval_s,
             code_search=None if args.embedder == "none" else EmbeddingCodeSearch(args.embedder),
+            snapshot_roots=args.snapshot_root or [],
+            limits_file=args.limits,
         )
     except SandboxUnavailable as e:
         print(f"cheetah env serve: cannot isolate commands here: {e}", file=sys.stderr)
@@ -44,11 +46,31 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="serve isolated sessions over HTTP",
         description="Serve sandboxed sessions (create from a snapshot, run tool calls, diff, "
         "reset, fork, grade, close) over HTTP. Every endpoint but /health needs the bearer "
-        "token held in --token-file.",
+        "token held in --token-file. Sessions start from uploaded tarballs (PUT "
+        "/snapshots/SHA256, what the fleet client does) or from paths under a --snapshot-root; "
+        "every request is bounded by the limits in --limits (docs/security.md lists them).",
     )
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8700)
-    srv.add_argument("--token-file", required=True, help="file holding the bearer token")
+    srv.add_argument(
+        "--token-file", required=True, help="file holding the bearer token (16+ characters)"
+    )
+    srv.add_argument(
+        "--snapshot-root",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="a directory whose subtrees clients may name as dir:/tar:/git: snapshots "
+        "(repeatable); without one, sessions start from uploads only",
+    )
+    srv.add_argument(
+        "--limits",
+        type=Path,
+        metavar="FILE",
+        help="TOML table of request limits (cheetah.limits.ServerLimits: body and upload "
+        "bytes, calls per batch, tarball bytes/members/depth, snapshot store budget, "
+        "shutdown grace); CHEETAH_<NAME> environment variables override single fields",
+    )
     srv.add_argument(
         "--backend",
         choices=["isolated", "local"],

@@ -45,11 +45,19 @@ async def _run_calls(args: argparse.Namespace, calls: list) -> list:
             LocalWorkspace(args.repo), code_search=EmbeddingCodeSearch()
         ).run_tools(calls)
     snapshot = f"dir:{args.repo.resolve()}"
-    if args.server:
-        from cheetah.sandbox.client import EnvClient
+    if args.server:  # the server copies no path of ours: the repo goes up as a tarball
+        import hashlib
+
         from cheetah.core.http_gate import read_token
+        from cheetah.sandbox.client import EnvClient
+        from cheetah.tasks.snapshot import pack_tree
 
         env = EnvClient(args.server, read_token(args.token_file))
+        tarball = pack_tree(args.repo.resolve())
+        sha = hashlib.sha256(tarball).hexdigest()
+        if not await env.has_snapshot(sha):
+            await env.put_snapshot(sha, tarball)
+        snapshot = f"upload:{sha}"
     else:
         from cheetah.sandbox.env import LocalEnv
 

@@ -332,11 +332,17 @@ class SafeRoot:
         return out
 
     def walk(
-        self, path: str = ".", *, skip_dir=None, max_depth: int = MAX_DEPTH
+        self,
+        path: str = ".",
+        *,
+        skip_dir=None,
+        max_depth: int = MAX_DEPTH,
+        truncated: list[str] | None = None,
     ) -> Iterator[tuple[str, Entry]]:
         """(relative posix path, entry) of every non-directory under ``path``, depth first,
         names sorted; directories are entered unless ``skip_dir(rel_path)`` says no.
-        Links and special files are yielded (never followed); deeper levels are skipped."""
+        Links and special files are yielded (never followed); directories deeper than
+        ``max_depth`` are not entered, and their paths go to ``truncated`` when given."""
         parts = split(path) if path.strip() not in ("", ".") else ()
         stack = [(parts, 0)]
         while stack:
@@ -351,8 +357,12 @@ class SafeRoot:
             for e in sorted(entries, key=lambda e: e.name):
                 rel = "/".join((*d, e.name))
                 if e.kind == "dir":
-                    if depth < max_depth and not (skip_dir and skip_dir(rel)):
+                    if skip_dir and skip_dir(rel):
+                        continue
+                    if depth < max_depth:
                         subdirs.append(((*d, e.name), depth + 1))
+                    elif truncated is not None:
+                        truncated.append(rel)
                 else:
                     yield rel, e
             stack.extend(reversed(subdirs))
@@ -463,17 +473,21 @@ def _own_like(fd: int, parent_fd: int) -> None:
     os.fchown(fd, st.st_uid, st.st_gid)
 
 
-def read_tree(root: str | Path, max_bytes: int | None = None) -> dict[str, bytes]:
+def read_tree(
+    root: str | Path, max_bytes: int | None = None, truncated: list[str] | None = None
+) -> dict[str, bytes]:
     """Every non-junk regular file under ``root``: relative posix path -> bytes.
 
-    Links, FIFOs and devices are skipped (never followed or opened), levels below
-    ``MAX_DEPTH`` are not read, and ``max_bytes`` bounds the total before anything over
-    it is read (``TreeTooLarge``), so a planted sparse file costs nothing.
+    Links, FIFOs and devices are skipped (never followed or opened), directories below
+    ``MAX_DEPTH`` levels are not read (named in ``truncated`` when given), and
+    ``max_bytes`` bounds the total before anything over it is read (``TreeTooLarge``), so
+    a planted sparse file costs nothing.
     """
     tree = SafeRoot(root)
     out: dict[str, bytes] = {}
     total = 0
-    for rel, e in tree.walk(skip_dir=lambda rel: rel.rsplit("/", 1)[-1] in JUNK_PARTS):
+    junk_dir = lambda rel: rel.rsplit("/", 1)[-1] in JUNK_PARTS  # noqa: E731
+    for rel, e in tree.walk(skip_dir=junk_dir, truncated=truncated):
         if e.kind != "file" or is_junk(Path(rel)):
             continue
         room = None if max_bytes is None else max_bytes - total

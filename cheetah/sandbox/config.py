@@ -37,6 +37,9 @@ class SandboxConfig(BaseModel):
     disk_mb: int = Field(1024, description="room for a session's changes (tmpfs under overlay)")
     tmp_mb: int = Field(256, description="size of /tmp inside the sandbox")
     open_files: int = Field(1024, description="open file descriptors per process (RLIMIT_NOFILE)")
+    seccomp: bool = Field(
+        True, description="refuse io_uring and keyring syscalls in commands (sandbox/seccomp.py)"
+    )
 
     @classmethod
     def from_toml(cls, path: str | Path) -> SandboxConfig:

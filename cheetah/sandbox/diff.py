@@ -41,17 +41,19 @@ def _is_whiteout(e: Entry) -> bool:
     return e.kind == "other" and e.rdev == 0 and e.size == 0
 
 
-def tree_files(root: SafeRoot) -> set[str]:
-    """Every non-directory under ``root`` (links and special files included)."""
+def tree_files(root: SafeRoot, truncated: list[str] | None = None) -> set[str]:
+    """Every non-directory under ``root`` (links and special files included); directories
+    too deep to enter go to ``truncated``."""
     try:
-        return {rel for rel, _ in root.walk()}
+        return {rel for rel, _ in root.walk(truncated=truncated)}
     except PathError:
         return set()
 
 
-def layer_paths(upper: SafeRoot, lower: SafeRoot) -> set[str]:
+def layer_paths(upper: SafeRoot, lower: SafeRoot, truncated: list[str] | None = None) -> set[str]:
     """Paths an overlay upper layer touches: its files, whiteouts, and what opaque dirs hide
-    (one walk of the upper layer; each directory's opaque mark is read as it is entered)."""
+    (one walk of the upper layer; each directory's opaque mark is read as it is entered).
+    Directories of the upper layer too deep to enter go to ``truncated``."""
     out: set[str] = set()
     opaque: list[str] = []
 
@@ -60,7 +62,7 @@ def layer_paths(upper: SafeRoot, lower: SafeRoot) -> set[str]:
             opaque.append(d)
         return False
 
-    for rel, e in upper.walk(skip_dir=enter):
+    for rel, e in upper.walk(skip_dir=enter, truncated=truncated):
         if _is_whiteout(e) and lower.kind(rel) == "dir":
             out |= {f"{rel}/{sub}" for sub, _ in _walk_or_empty(lower, rel)}
         else:

@@ -8,8 +8,14 @@ Sessions idle longer than ``idle_timeout_s`` are reaped by ``reap_idle``; at
 
 Snapshots a client has on its own disk reach a remote server as uploads: a
 tarball is put once under its sha256 (``put_upload``, checked against the hash)
-and sessions name it ``upload:SHA256``; the backend then treats it as any other
-tarball snapshot (extracted once, cached).
+and sessions name it ``upload:SHA256``; the snapshot store unpacks it once, then drops
+the tarball and keeps the unpacked copy within its budget (``sandbox/store.py``).
+
+With ``snapshot_roots`` (what the env server is given, ``--snapshot-root``), a session
+starts only from an upload or from a path that resolves inside one of those roots: a
+client never names a host path for the server to copy. ``None`` (in-process use, where
+the caller is trusted with its own paths) allows any path. Every request is bounded by
+``ServerLimits`` (tool calls per batch here; bodies, uploads and tarballs elsewhere).
 """
 
 from __future__ import annotations
@@ -19,9 +25,8 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import re
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +34,8 @@ from typing import Any, Literal
 from cheetah.core.safefs import SafeRoot, read_tree, split
 from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.core.workspace import PathError, TreeTooLarge
-from cheetah.sandbox.config import SandboxConfig, default_base_dir
+from cheetah.limits import ServerLimits
+from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.protocol import (
     DiffResponse,
     EnvError,
@@ -41,14 +47,12 @@ from cheetah.sandbox.protocol import (
     WriteFilesRequest,
 )
 from cheetah.sandbox.reclaim import InvalidSessionId, SessionIdTaken, check_session_id
-from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec, UploadWriter
+from cheetah.sandbox.snapshot import SnapshotError, SnapshotSpec
 from cheetah.tools import default_tools
 from cheetah.tools.base import CodeSearch, Limits, ToolContext
 from cheetah.tools.batch import run_batch
 
 MAX_TREE_BYTES = 64 << 20  # what read_files returns at most
-MAX_UPLOAD_BYTES = 1 << 30  # largest snapshot tarball accepted
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 Backend = Literal["isolated", "local"]
 
@@ -72,23 +76,29 @@ class LocalEnv:
         idle_timeout_s: float = 1800.0,
         limits: Limits | None = None,
         code_search: CodeSearch | None = None,
+        server_limits: ServerLimits | None = None,
+        snapshot_roots: Sequence[str | Path] | None = None,
     ) -> None:
+        self.server_limits = server_limits or ServerLimits.load()
         if backend == "isolated":
             from cheetah.sandbox.isolated import Sandbox
 
-            self.backend: Any = Sandbox(config)
+            self.backend: Any = Sandbox(config, limits=self.server_limits)
         elif backend == "local":
             from cheetah.sandbox.local_backend import LocalBackend
 
-            self.backend = LocalBackend(config.base_dir if config else None)
+            self.backend = LocalBackend(config.base_dir if config else None, self.server_limits)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose 'isolated' or 'local'")
+        self.store = self.backend.snapshots
+        self.snapshot_roots = (
+            None if snapshot_roots is None else [Path(r).resolve() for r in snapshot_roots]
+        )
         self.capacity, self.idle_timeout_s = capacity, idle_timeout_s
         self.limits = limits or Limits()
         self.code_search = code_search  # backs codebase_search in every session (None: off)
         self.tools = default_tools()
-        self.uploads = (config.base_dir if config else default_base_dir()) / "uploads"
-        remove_stale_parts(self.uploads)
+        remove_stale_parts(self.store.uploads)
         self.sessions: dict[str, _Session] = {}
         self.started = time.monotonic()
         self.created = 0
@@ -127,9 +137,10 @@ class LocalEnv:
         if session_id is not None and session_id in self.sessions:
             raise EnvError(f"session {session_id!r} already exists", 409)
         try:
-            spec = SnapshotSpec.parse(self._resolve_upload(snapshot))
+            spec = SnapshotSpec.parse(snapshot)
         except (SnapshotError, ValueError) as e:
             raise EnvError(str(e), 400) from None
+        self._check_root(spec)
         self._pending += 1
         try:
             bs = await self.backend.create(spec, session_id, refresh)
@@ -141,23 +152,28 @@ class LocalEnv:
             self._pending -= 1
         return self._register(bs, snapshot)
 
-    # -- snapshot uploads ---------------------------------------------------------------
-    def _upload_path(self, sha: str) -> Path:
-        if not _SHA256.match(sha):
-            raise EnvError(f"snapshot id {sha!r} is not a lowercase hex sha256", 400)
-        return self.uploads / f"{sha}.tar"
+    def _check_root(self, spec: SnapshotSpec) -> None:
+        """403 unless ``spec`` is an upload or resolves (links followed) inside a root."""
+        if self.snapshot_roots is None or spec.kind == "upload":
+            return
+        where = Path(spec.path).expanduser().resolve()
+        if not any(where.is_relative_to(root) for root in self.snapshot_roots):
+            raise EnvError(
+                f"snapshot {spec.kind}:{spec.path} is not under a snapshot root of this server "
+                "(cheetah env serve --snapshot-root DIR); upload it instead: "
+                "PUT /snapshots/SHA256, then create the session from upload:SHA256",
+                403,
+            )
 
-    def _resolve_upload(self, snapshot: str) -> str:
-        kind, sep, sha = snapshot.partition(":")
-        if not (sep and kind == "upload"):
-            return snapshot
-        path = self._upload_path(sha)
-        if not path.is_file():
-            raise EnvError(f"snapshot upload:{sha} was never uploaded here (PUT it first)", 404)
-        return f"tar:{path}"
+    # -- snapshot uploads ---------------------------------------------------------------
+    def _upload_sha(self, sha: str) -> str:
+        try:
+            return SnapshotSpec.parse(f"upload:{sha}").path
+        except SnapshotError as e:
+            raise EnvError(str(e), 400) from None
 
     def has_upload(self, sha: str) -> bool:
-        return self._upload_path(sha).is_file()
+        return self.store.has_upload(self._upload_sha(sha))
 
     def add_snapshot(self, tarball: bytes) -> str:
         """Keep a snapshot tarball (as an upload) and return the name sessions use for it,
@@ -169,19 +185,22 @@ class LocalEnv:
 
     def put_upload(self, sha: str, data: bytes) -> None:
         """Keep a snapshot tarball under its sha256 (refused when the bytes do not match)."""
-        if len(data) > MAX_UPLOAD_BYTES:
-            raise EnvError(f"snapshot of {len(data)} bytes is over {MAX_UPLOAD_BYTES}", 413)
-        with UploadWriter(self._upload_path(sha), sha, MAX_UPLOAD_BYTES) as upload:
+        cap = self.server_limits.env_max_upload_bytes
+        if len(data) > cap:
+            raise EnvError(
+                f"snapshot of {len(data)} bytes is over {cap} (env_max_upload_bytes)", 413
+            )
+        with self.store.writer(self._upload_sha(sha), cap) as upload:
             upload.write(data)
             upload.commit()
+        self.store.add_upload(sha)
 
-    async def put_upload_stream(
-        self, sha: str, chunks: AsyncIterable[bytes], max_bytes: int = MAX_UPLOAD_BYTES
-    ) -> None:
+    async def put_upload_stream(self, sha: str, chunks: AsyncIterable[bytes]) -> None:
         """``put_upload`` for a body that arrives in pieces (the server's PUT): streamed to
         a temporary file while hashed and counted, never held whole in memory."""
-        path = self._upload_path(sha)  # a bad id is refused before the body is read
-        upload = await asyncio.to_thread(UploadWriter, path, sha, max_bytes)
+        sha = self._upload_sha(sha)  # a bad id is refused before the body is read
+        cap = self.server_limits.env_max_upload_bytes
+        upload = await asyncio.to_thread(self.store.writer, sha, cap)
         try:
             pending = bytearray()
             async for chunk in chunks:
@@ -193,6 +212,7 @@ class LocalEnv:
             await asyncio.to_thread(upload.commit)
         finally:
             upload.discard()
+        await asyncio.to_thread(self.store.add_upload, sha)
 
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
@@ -203,6 +223,12 @@ class LocalEnv:
         return info
 
     async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]:
+        cap = self.server_limits.env_max_calls
+        if len(calls) > cap:
+            raise EnvError(
+                f"a batch of {len(calls)} tool calls is over the limit of {cap} (env_max_calls)",
+                413,
+            )
         s = self._get(session_id)
         async with s.lock:  # one batch at a time per session; calls inside run concurrently
             results = await run_batch(calls, s.ctx, self.tools)
@@ -211,9 +237,10 @@ class LocalEnv:
 
     async def diff(self, session_id: str) -> DiffResponse:
         bs = self._get(session_id).backend_session
-        paths = await asyncio.to_thread(bs.changed_paths)
-        text = await asyncio.to_thread(bs.diff)
-        return DiffResponse(paths=paths, diff=text)
+        truncated: list[str] = []
+        paths = await asyncio.to_thread(bs.changed_paths, truncated)
+        text = await asyncio.to_thread(bs.diff, paths)
+        return DiffResponse(paths=paths, diff=text, truncated=truncated)
 
     async def reset(self, session_id: str) -> None:
         s = self._get(session_id)
@@ -232,14 +259,17 @@ class LocalEnv:
 
     async def read_files(self, session_id: str) -> FilesResponse:
         s = self._get(session_id)
+        truncated: list[str] = []
         async with s.lock:
             try:
-                tree = await asyncio.to_thread(read_tree, s.backend_session.root, MAX_TREE_BYTES)
+                tree = await asyncio.to_thread(
+                    read_tree, s.backend_session.root, MAX_TREE_BYTES, truncated
+                )
             except TreeTooLarge as e:
                 raise EnvError(str(e), 413) from None
             except PathError as e:
                 raise EnvError(str(e), 400) from None
-        return FilesResponse.of(tree)
+        return FilesResponse.of(tree, truncated)
 
     async def write_files(self, session_id: str, request: WriteFilesRequest) -> None:
         """Write or delete files. Every path is checked (as a path, and against what is there
@@ -306,6 +336,15 @@ class LocalEnv:
         for sid in list(self.sessions):
             with contextlib.suppress(EnvError):
                 await self.close(sid)
+
+    def kill_all(self) -> int:
+        """Kill every running command of every session (the sessions stay); how many."""
+        return sum(s.backend_session.kill_processes() for s in list(self.sessions.values()))
+
+    async def aclose(self) -> None:
+        """Close every session, then what the backend holds on the host (runtime mounts)."""
+        await self.close_all()
+        await asyncio.to_thread(self.backend.close)
 
     async def reap_idle(self) -> list[str]:
         now = time.monotonic()

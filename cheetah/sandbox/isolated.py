@@ -22,7 +22,11 @@ each session dir records its server (``owner.json``) so that a server starting o
 same base dir reclaims what a dead one left (``reclaim.reclaim_dead_sessions``). Without root there is no overlay (the session is a copy) and no cgroup,
 and bwrap runs as the calling user; ``capabilities.detect`` says which applies.
 
-Deliberately left out: seccomp filters, a full VM (no guest boots on these hosts).
+bwrap also loads a seccomp filter (``seccomp.py``: io_uring and the keyring refused)
+where the architecture is known and ``SandboxConfig.seccomp`` is on.
+
+Deliberately left out: a default-deny syscall list, a full VM (no guest boots on these
+hosts).
 Longer than most modules because a session's lifecycle and its launcher command line
 belong together; what stands apart lives beside it (safefs, diff, procs, reclaim).
 tests/sandbox/test_host_attacks.py attacks the host side (swap races, planted links,
@@ -33,12 +37,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
 import resource
 import shlex
-import shutil
 import sys
 import threading
 import uuid
@@ -46,7 +50,8 @@ from pathlib import Path
 
 from cheetah.core.safefs import SafeRoot, split
 from cheetah.core.workspace import ExecResult, PathError, run_process
-from cheetah.sandbox import mounts
+from cheetah.limits import ServerLimits
+from cheetah.sandbox import mounts, seccomp
 from cheetah.sandbox.capabilities import Capabilities, detect
 from cheetah.sandbox.cgroups import SessionCgroups, group_name
 from cheetah.sandbox.config import SandboxConfig
@@ -60,9 +65,12 @@ from cheetah.sandbox.reclaim import (
     reclaim_dead_sessions,
     write_owner,
 )
-from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
+from cheetah.sandbox.snapshot import SnapshotSpec
+from cheetah.sandbox.store import SnapshotStore
+from cheetah.sandbox.trees import copy_tree, remove_tree
 
 WORKSPACE = "/workspace"
+_SECCOMP_FD = 9
 
 
 class SandboxUnavailable(RuntimeError):
@@ -78,7 +86,9 @@ def _runtime_dirs() -> list[Path]:
 class Sandbox:
     """Host-level state shared by sessions: config, capabilities, snapshots, runtime mounts."""
 
-    def __init__(self, cfg: SandboxConfig | None = None) -> None:
+    def __init__(
+        self, cfg: SandboxConfig | None = None, *, limits: ServerLimits | None = None
+    ) -> None:
         self.cfg = cfg or SandboxConfig()
         self.caps: Capabilities = detect(self.cfg.uid, self.cfg.gid)
         if not self.caps.isolated:
@@ -87,7 +97,7 @@ class Sandbox:
         base.mkdir(parents=True, exist_ok=True)
         os.chmod(base, 0o711)
         owner = (self.cfg.uid, self.cfg.gid) if self.caps.root else (None, None)
-        self.snapshots = SnapshotStore(base, *owner)
+        self.snapshots = SnapshotStore(base, *owner, limits=limits)
         os.chmod(self.snapshots.dir, 0o711)
         self.sessions_dir = base / "sessions"
         self.sessions_dir.mkdir(exist_ok=True)
@@ -107,6 +117,8 @@ class Sandbox:
                 len(r.cgroups),
             )
         self.etc = self._write_etc(base / "etc")
+        self.seccomp = seccomp.write_program(base / "seccomp.bpf") if self.cfg.seccomp else None
+        self._runtime_users: list[tuple[int, Path]] = []
         self.runtime = self._mount_runtime(base / "runtime")
 
     def _write_etc(self, etc: Path) -> Path:
@@ -122,7 +134,11 @@ class Sandbox:
 
     def _mount_runtime(self, base: Path) -> list[tuple[Path, Path]]:
         """(host source, path inside) pairs. As root, sources under /root and other closed dirs
-        are bind-mounted read-only under ``base`` first, so the sandbox uid can reach them."""
+        are bind-mounted read-only under ``base`` first, so the sandbox uid can reach them.
+
+        Servers on one base dir share these mounts: each holds a shared ``flock`` on
+        ``<mount>.users`` while it runs, and ``close`` unmounts when no other holds one;
+        ``<mount>.mnt`` is held, briefly, by whoever mounts or unmounts."""
         pairs = []
         for d in _runtime_dirs():
             if not self.caps.root:
@@ -130,16 +146,36 @@ class Sandbox:
                 continue
             # Named by the source, so interpreters of other checkouts never collide.
             target = base / hashlib.sha256(str(d).encode()).hexdigest()[:16]
-            if mounts.is_mounted(target) and not _same_dir(target, d):
-                mounts.umount(target, lazy=True)  # left by a deleted and re-made checkout
-            if not mounts.is_mounted(target):
-                mounts.bind_readonly(d, target)
-            os.chmod(base, 0o711)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with mounts.flocked(f"{target}.mnt"):
+                if mounts.is_mounted(target) and not _same_dir(target, d):
+                    mounts.umount(target, lazy=True)  # left by a deleted and re-made checkout
+                if not mounts.is_mounted(target):
+                    mounts.bind_readonly(d, target)
+                os.chmod(base, 0o711)
+                users = os.open(f"{target}.users", os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(users, fcntl.LOCK_SH)  # held until close
+            self._runtime_users.append((users, target))
             pairs.append((target, d))
         return pairs
 
+    def close(self) -> None:
+        """Unmount the runtime mounts no other server on this base dir still holds."""
+        held, self._runtime_users = self._runtime_users, []
+        for users, target in held:
+            try:
+                with mounts.flocked(f"{target}.mnt"):
+                    try:
+                        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone with it?
+                    except BlockingIOError:
+                        continue  # another server still runs sessions with it
+                    mounts.detach(target)
+            finally:
+                os.close(users)
+
     def describe(self) -> str:
-        return self.caps.describe()
+        extra = ", seccomp filter (io_uring, keyring refused)" if self.seccomp else ""
+        return self.caps.describe() + extra
 
     async def create(
         self, spec: SnapshotSpec, session_id: str | None = None, refresh: bool = False
@@ -148,9 +184,13 @@ class Sandbox:
         ``SessionIdTaken`` when the base dir already has a session of that id."""
         if session_id is not None:
             check_session_id(session_id)  # before anything touches the disk
-        lower = await asyncio.to_thread(self.snapshots.materialize, spec, refresh)
-        session = IsolatedSession(self, lower, session_id or uuid.uuid4().hex[:12])
-        await asyncio.to_thread(session.setup)
+        lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
+        try:
+            session = IsolatedSession(self, lower, session_id or uuid.uuid4().hex[:12])
+            await asyncio.to_thread(session.setup)
+        except BaseException:
+            self.snapshots.release(lower)
+            raise
         return session
 
 
@@ -165,6 +205,7 @@ class IsolatedSession:
         self.epoch_file = self.dir / "stop-epoch"
         self.cgroups: SessionCgroups | None = None
         self.closed = False
+        self._holds_lower = False  # whether close releases ``lower`` in the store
         # Bumped by every kill_processes; a launcher built before the bump kills itself
         # instead of starting the command (see _argv), which closes the window in which
         # a command is spawned but not yet in the session's cgroups.
@@ -214,11 +255,11 @@ class IsolatedSession:
                 self.layer.mkdir()
                 self._mount_layers(upper_from=copy_from.layer / "upper" if copy_from else None)
             else:
-                source = copy_from.merged if copy_from else self.lower
-                shutil.copytree(source, self.merged, symlinks=True)
+                copy_tree(copy_from.merged if copy_from else self.lower, self.merged)
         except BaseException:
             self.close()
             raise
+        self._holds_lower = True
 
     def _write_epoch(self) -> None:
         tmp = self.dir / ".stop-epoch.tmp"
@@ -272,13 +313,18 @@ class IsolatedSession:
             self._unmount_layers()
             self._mount_layers()
         else:
-            shutil.rmtree(self.merged)
-            shutil.copytree(self.lower, self.merged, symlinks=True)
+            remove_tree(self.merged)
+            copy_tree(self.lower, self.merged)
 
     def fork(self, new_id: str | None = None) -> IsolatedSession:
         """A new session starting from this one's current files."""
         child = IsolatedSession(self.sandbox, self.lower, new_id or uuid.uuid4().hex[:12])
-        child.setup(copy_from=self)
+        self.sandbox.snapshots.retain(self.lower)
+        try:
+            child.setup(copy_from=self)
+        except BaseException:
+            self.sandbox.snapshots.release(self.lower)
+            raise
         return child
 
     def close(self) -> None:
@@ -289,21 +335,27 @@ class IsolatedSession:
         self._unmount_layers()
         if self.cgroups:
             self.cgroups.remove()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_tree(self.dir)
+        if self._holds_lower:
+            self._holds_lower = False
+            self.sandbox.snapshots.release(self.lower)
 
     # -- diff ------------------------------------------------------------------
-    def changed_paths(self) -> list[str]:
-        """Workspace-relative paths that differ from the snapshot (added, changed, deleted)."""
+    def changed_paths(self, truncated: list[str] | None = None) -> list[str]:
+        """Workspace-relative paths that differ from the snapshot (added, changed, deleted);
+        directories too deep to compare go to ``truncated``."""
         lower, merged = SafeRoot(self.lower), SafeRoot(self.merged)
         if self.sandbox.caps.overlay:
-            candidates = layer_paths(SafeRoot(self.layer / "upper"), lower)
+            candidates = layer_paths(SafeRoot(self.layer / "upper"), lower, truncated)
         else:
-            candidates = tree_files(lower) | tree_files(merged)
+            candidates = tree_files(lower) | tree_files(merged, truncated)
         return changed(lower, merged, candidates)
 
-    def diff(self) -> str:
-        """A unified diff (a/ = snapshot, b/ = now), binary and large files named, not shown."""
-        return diff_text(SafeRoot(self.lower), SafeRoot(self.merged), self.changed_paths())
+    def diff(self, paths: list[str] | None = None) -> str:
+        """A unified diff (a/ = snapshot, b/ = now) of ``paths`` (default: every changed
+        one), binary and large files named, not shown."""
+        paths = self.changed_paths() if paths is None else paths
+        return diff_text(SafeRoot(self.lower), SafeRoot(self.merged), paths)
 
     # -- command line ------------------------------------------------------------
     def _argv(self, command: str, cwd_inside: str, epoch: int | None = None) -> list[str]:
@@ -335,6 +387,7 @@ class IsolatedSession:
             "sandbox",
             "--cap-drop",
             "ALL",
+            *(["--seccomp", str(_SECCOMP_FD)] if sb.seccomp else []),
             "--ro-bind",
             "/usr",
             "/usr",
@@ -429,7 +482,9 @@ class IsolatedSession:
             f"read -r e 2>/dev/null < {shlex.quote(str(self.epoch_file))}; "
             f'[ "$e" = {int(epoch)} ] || kill -9 $$; '
         )
-        return ["/bin/sh", "-c", f"{joins}{{ {check}exec {shlex.join(chain)}; }}"]
+        # The filter reaches bwrap as an inherited descriptor (prlimit and setpriv keep it).
+        feed = f" {_SECCOMP_FD}< {shlex.quote(str(sb.seccomp))}" if sb.seccomp else ""
+        return ["/bin/sh", "-c", f"{joins}{{ {check}exec {shlex.join(chain)}{feed}; }}"]
 
 
 def _nproc_ceiling() -> str:
@@ -449,6 +504,4 @@ def _same_dir(a: Path, b: Path) -> bool:
 
 def _copy_layer(src: Path, dest: Path) -> None:
     """Copy an overlay upper dir, whiteouts (char devices) and xattrs included."""
-    import subprocess
-
-    subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
+    copy_tree(src, dest)

@@ -2,7 +2,8 @@
 
 Jobs that want the production path without a fleet of their own (``cheetah train``
 and ``cheetah eval --sandbox fleet`` with no ``--env-url``) start one here and talk
-to it through ``EnvFleet`` like to any remote server. The token is random and
+to it through ``EnvFleet`` like to any remote server (snapshots go up as uploads, so
+it needs no ``snapshot_roots``; give some to let clients name paths). The token is random and
 written to a 0600 file in ``workdir``; the server's output goes to
 ``workdir/env-server-PORT.log`` (a file, so a chatty server can never block on a
 full pipe). Stopping closes every session (processes killed, layers unmounted), and
@@ -28,6 +29,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -69,6 +71,8 @@ class LocalEnvServer:
         idle_timeout_s: float = 1800.0,
         reap_interval_s: float = 30.0,
         token: str | None = None,
+        snapshot_roots: Sequence[str | Path] = (),
+        limits_file: Path | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +80,8 @@ class LocalEnvServer:
         self.config = config
         self.idle_timeout_s, self.reap_interval_s = idle_timeout_s, reap_interval_s
         self.token = token or secrets.token_hex(16)
+        self.snapshot_roots = [Path(r) for r in snapshot_roots]
+        self.limits_file = limits_file
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -117,6 +123,10 @@ class LocalEnvServer:
             "--reap-interval-s",
             str(self.reap_interval_s),
         ]
+        for root in self.snapshot_roots:
+            argv += ["--snapshot-root", str(root)]
+        if self.limits_file is not None:
+            argv += ["--limits", str(self.limits_file)]
         if self.config is not None:
             cfg = self.workdir / f"sandbox-{self.port}.toml"
             fields = self.config.model_dump()

@@ -9,7 +9,6 @@ this interpreter first on ``PATH``, as in the isolated sandbox (``interpreter_en
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 import uuid
 import weakref
@@ -17,19 +16,22 @@ from pathlib import Path
 
 from cheetah.core.safefs import SafeRoot
 from cheetah.core.workspace import ExecResult, LocalWorkspace, interpreter_env
+from cheetah.limits import ServerLimits
 from cheetah.sandbox.diff import changed, tree_files
 from cheetah.sandbox.diff import diff as diff_text
-from cheetah.sandbox.snapshot import SnapshotSpec, SnapshotStore
+from cheetah.sandbox.snapshot import SnapshotSpec
+from cheetah.sandbox.store import SnapshotStore
+from cheetah.sandbox.trees import copy_tree, remove_tree
 
 DESCRIPTION = "none (trusted local backend: commands run unsandboxed as the server's user)"
 
 
 class LocalBackend:
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, limits: ServerLimits | None = None) -> None:
         self.base = Path(base_dir or tempfile.mkdtemp(prefix="cheetah-local-"))
         if base_dir is None:  # its own temp dir: gone with the backend
-            weakref.finalize(self, shutil.rmtree, self.base, True)
-        self.snapshots = SnapshotStore(self.base)
+            weakref.finalize(self, remove_tree, self.base)
+        self.snapshots = SnapshotStore(self.base, limits=limits)
         self.sessions_dir = self.base / "sessions"
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
 
@@ -39,10 +41,17 @@ class LocalBackend:
     async def create(
         self, spec: SnapshotSpec, session_id: str | None = None, refresh: bool = False
     ) -> CopySession:
-        lower = await asyncio.to_thread(self.snapshots.materialize, spec, refresh)
+        lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
         session = CopySession(self, lower, session_id or uuid.uuid4().hex[:12])
-        await asyncio.to_thread(shutil.copytree, lower, session.dir, symlinks=True)
+        try:
+            await asyncio.to_thread(copy_tree, lower, session.dir)
+        except BaseException:
+            self.snapshots.release(lower)
+            raise
         return session
+
+    def close(self) -> None:
+        """Nothing of the host to give back (no mounts); sessions close on their own."""
 
 
 class CopySession:
@@ -66,21 +75,30 @@ class CopySession:
         return 0  # each command's process group is killed when the command ends
 
     def reset(self) -> None:
-        shutil.rmtree(self.dir)
-        shutil.copytree(self.lower, self.dir, symlinks=True)
+        remove_tree(self.dir)
+        copy_tree(self.lower, self.dir)
 
     def fork(self, new_id: str | None = None) -> CopySession:
         child = CopySession(self.backend, self.lower, new_id or uuid.uuid4().hex[:12])
-        shutil.copytree(self.dir, child.dir, symlinks=True)
+        self.backend.snapshots.retain(self.lower)
+        try:
+            copy_tree(self.dir, child.dir)
+        except BaseException:
+            self.backend.snapshots.release(self.lower)
+            raise
         return child
 
-    def changed_paths(self) -> list[str]:
+    def changed_paths(self, truncated: list[str] | None = None) -> list[str]:
         lower, now = SafeRoot(self.lower), SafeRoot(self.dir)
-        return changed(lower, now, tree_files(lower) | tree_files(now))
+        return changed(lower, now, tree_files(lower) | tree_files(now, truncated))
 
-    def diff(self) -> str:
-        return diff_text(SafeRoot(self.lower), SafeRoot(self.dir), self.changed_paths())
+    def diff(self, paths: list[str] | None = None) -> str:
+        paths = self.changed_paths() if paths is None else paths
+        return diff_text(SafeRoot(self.lower), SafeRoot(self.dir), paths)
 
     def close(self) -> None:
+        if self.closed:
+            return
         self.closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_tree(self.dir)
+        self.backend.snapshots.release(self.lower)

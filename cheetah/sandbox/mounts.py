@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import os
 from pathlib import Path
 
@@ -59,6 +60,18 @@ def bind_readonly(source: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     mount(str(source), target, None, MS_BIND)
     mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+@contextlib.contextmanager
+def flocked(path: str):
+    """An exclusive ``flock`` on the file ``path`` (made if missing) for the block: servers
+    sharing a base dir take it around mounting or unmounting what they share."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def is_mounted(path: Path) -> bool:

@@ -93,6 +93,10 @@ class RunToolsResponse(BaseModel):
 class DiffResponse(BaseModel):
     paths: list[str]
     diff: str
+    truncated: list[str] = Field(
+        default_factory=list,
+        description="directories too deep to compare (below 64 levels): not in paths or diff",
+    )
 
 
 class FilesResponse(BaseModel):
@@ -100,14 +104,18 @@ class FilesResponse(BaseModel):
 
     files: dict[str, str]
     total_bytes: int
+    truncated: list[str] = Field(
+        default_factory=list, description="directories too deep to read (below 64 levels)"
+    )
 
     def tree(self) -> dict[str, bytes]:
         return {k: base64.b64decode(v) for k, v in self.files.items()}
 
     @classmethod
-    def of(cls, tree: dict[str, bytes]) -> FilesResponse:
+    def of(cls, tree: dict[str, bytes], truncated: list[str] | None = None) -> FilesResponse:
         files = {k: base64.b64encode(v).decode("ascii") for k, v in tree.items()}
-        return cls(files=files, total_bytes=sum(len(v) for v in tree.values()))
+        total = sum(len(v) for v in tree.values())
+        return cls(files=files, total_bytes=total, truncated=truncated or [])
 
 
 class WriteFilesRequest(BaseModel):

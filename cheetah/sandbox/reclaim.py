@@ -14,7 +14,9 @@ never closes its sessions: their tmpfs and overlay mounts and cgroups stay.
 for each kills what still runs in its cgroups, unmounts its ``merged`` and
 ``layer`` mounts (lazily when busy), removes its cgroups and its dir. Sessions
 of live owners are left alone, so servers may share a base dir;
-``Sandbox.__init__`` runs it at every start.
+``Sandbox.__init__`` runs it at every start. The runtime mounts under
+``base_dir/runtime`` that no live server holds (``<mount>.users`` lock free) are
+unmounted too.
 
 Deliberately left alone: session dirs with no readable owner record (one being
 created right now, or made by an older version; they cannot be told apart from
@@ -26,10 +28,10 @@ reclaim each other's leftovers.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from cheetah.sandbox import mounts
 from cheetah.sandbox.capabilities import CGROUP_V1, CONTROLLERS
 from cheetah.sandbox.cgroups import PARENT, SessionCgroups, base_tag, group_name
 from cheetah.sandbox.procs import proc_stat
+from cheetah.sandbox.trees import remove_tree
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 SESSION_ID_RULE = (
@@ -163,6 +166,26 @@ def reclaim_dead_sessions(base_dir: str | Path) -> list[Reclaimed]:
             continue
         out.append(_reclaim(base, entry.name, owner))
     out += _orphan_cgroups(base)
+    reclaim_runtime_mounts(base)
+    return out
+
+
+def reclaim_runtime_mounts(base_dir: str | Path) -> list[str]:
+    """Unmount the runtime mounts under ``base_dir/runtime`` that no server holds; which."""
+    out = []
+    for users in sorted((Path(base_dir) / "runtime").glob("*.users")):
+        target = users.with_suffix("")
+        with mounts.flocked(f"{target}.mnt"):
+            fd = os.open(users, os.O_RDWR)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live server runs sessions with it
+                if mounts.detach(target):
+                    out.append(str(target))
+            finally:
+                os.close(fd)
     return out
 
 
@@ -176,7 +199,7 @@ def _reclaim(base: Path, session_id: str, owner: Owner) -> Reclaimed:
     r.cgroups = [str(p) for p in groups.dirs.values()]
     groups.remove()
     if not any(mounts.is_mounted(t) for t in (d / "merged", d / "layer")):
-        shutil.rmtree(d, ignore_errors=True)
+        remove_tree(d)
         r.removed = not d.exists()
     return r
 

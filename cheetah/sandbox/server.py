@@ -5,23 +5,26 @@ Routes: ``/health``; ``/stats``; ``/sessions`` (create) and, per session,
 ``stop`` and DELETE; ``/snapshots/{sha256}`` (HEAD/PUT a tarball). No ``/docs``,
 ``/redoc`` or ``/openapi.json``.
 
-The HTTP layer refuses before it reads: the app is wrapped in ``HttpGate``
-(``sandbox/http_gate.py``), which checks the bearer token before anything else (401
-without reading the body) and caps every request body whatever its transfer encoding
-(413 on a ``Content-Length`` over the cap, or as soon as a chunked body passes it):
-``MAX_BODY_BYTES`` (64 MiB) for the JSON routes, ``MAX_UPLOAD_BYTES`` (1 GiB) for
-``PUT /snapshots/{sha256}``. At start, ``CHEETAH_ENV_MAX_BODY_BYTES`` sets the first
-and ``CHEETAH_ENV_MAX_UPLOAD_BYTES`` lowers the second. Routes keep their own token
-dependency as a second check. A snapshot upload is streamed to a temporary file while
-hashed (never whole in memory), checked against its sha256 and renamed into place;
-its extraction, when a session names it, is capped in size and members
-(``sandbox/snapshot.py``). Left out: rate limits, slow-client timeouts beyond
-uvicorn's, and TLS (put the server on a private network or behind a proxy).
+The HTTP layer refuses before it reads: the app is wrapped in ``core.http_gate.HttpGate``,
+which checks the Host header (a loopback server answers loopback names only), then the
+bearer token (401 without reading the body), and caps every request body whatever its
+transfer encoding (413 on a ``Content-Length`` over the cap, or as soon as a chunked body
+passes it): ``env_max_body_bytes`` for the JSON routes, ``env_max_upload_bytes`` for
+``PUT /snapshots/{sha256}`` (``cheetah.limits.ServerLimits``, from ``--limits FILE`` or
+``CHEETAH_ENV_MAX_*``). Routes keep their own token dependency as a second check. A
+snapshot upload is streamed to a temporary file while hashed (never whole in memory),
+checked against its sha256 and renamed into place; the snapshot store unpacks it when a
+session names it (capped in bytes, members and depth), keeps all it holds under
+``snapshot_store_bytes`` and never copies a host path that is not under a
+``--snapshot-root``. Left out: rate limits, slow-client timeouts beyond uvicorn's, and
+TLS (put the server on a private network or behind a proxy).
 
 Idle sessions are reaped in the background; at capacity, creating a session answers
 429 with ``Retry-After``. Errors answer with ``{"detail": "..."}`` and the status
-``EnvError`` carries. On shutdown every session is closed (processes killed,
-layers unmounted).
+``EnvError`` carries. On SIGTERM the server stops taking connections, lets running
+requests finish for ``shutdown_grace_s``, then kills every command still running (their
+requests answer at once), closes every session (processes killed, layers unmounted) and
+unmounts its runtime mounts.
 """
 
 import asyncio
@@ -31,14 +34,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
+import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import ClientDisconnect
 
-from cheetah.core.http_gate import UNAUTHORIZED, HttpGate, read_token
+from cheetah.config import ConfigError
+from cheetah.core.http_gate import UNAUTHORIZED, HttpGate, loopback_hosts, read_token
+from cheetah.limits import ServerLimits
 from cheetah.sandbox.config import SandboxConfig
-from cheetah.sandbox.env import MAX_UPLOAD_BYTES, LocalEnv
+from cheetah.sandbox.env import LocalEnv
 from cheetah.sandbox.protocol import (
     CreateSessionRequest,
     DiffResponse,
@@ -54,10 +60,7 @@ from cheetah.sandbox.protocol import (
     Stats,
     WriteFilesRequest,
 )
-from cheetah.sandbox.snapshot import SnapshotError, env_limit, extract_limits
 from cheetah.tools.base import CodeSearch
-
-MAX_BODY_BYTES = 64 << 20  # a JSON request body (tool calls, files to write, grading)
 
 
 def create_app(
@@ -65,10 +68,10 @@ def create_app(
     token: str,
     reap_interval_s: float = 30.0,
     *,
-    max_body_bytes: int = MAX_BODY_BYTES,
-    max_upload_bytes: int = MAX_UPLOAD_BYTES,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> HttpGate:
-    """The server as an ASGI app: the FastAPI routes inside ``HttpGate`` (``.app``)."""
+    """The server as an ASGI app: the FastAPI routes inside ``HttpGate`` (``.app``); its
+    body caps are ``env.server_limits``'."""
     bearer = HTTPBearer(auto_error=False)
 
     def auth(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
@@ -87,7 +90,7 @@ def create_app(
             yield
         finally:
             task.cancel()
-            await env.close_all()
+            await env.aclose()
 
     app = FastAPI(
         title="cheetah env server",
@@ -159,7 +162,7 @@ def create_app(
     async def put_snapshot(sha: str, request: Request) -> None:
         # The gate has refused a Content-Length over the cap and counts a chunked body.
         try:
-            await env.put_upload_stream(sha, request.stream(), max_upload_bytes)
+            await env.put_upload_stream(sha, request.stream())
         except ClientDisconnect:
             raise EnvError("the client went away before the snapshot was complete", 400) from None
 
@@ -167,19 +170,34 @@ def create_app(
     async def close(sid: str) -> None:
         await env.close(sid)
 
+    limits = env.server_limits
     return HttpGate(
         app,
         token=token,
-        max_body_bytes=max_body_bytes,
-        route_caps=[("PUT", "/snapshots/", max_upload_bytes)],
+        max_body_bytes=limits.env_max_body_bytes,
+        route_caps=[("PUT", "/snapshots/", limits.env_max_upload_bytes)],
+        allowed_hosts=allowed_hosts,
     )
 
 
-def _size_setting(name: str, default: int) -> int:
-    try:
-        return env_limit(name, default)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server with a bound on its stop: ``grace_s`` after SIGTERM it calls
+    ``on_grace_over`` (kill what still runs, so those requests answer), and uvicorn
+    cancels whatever is left 5 s later; then the app's shutdown closes every session."""
+
+    def __init__(self, app, host: str, port: int, grace_s: float, on_grace_over) -> None:
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=grace_s + 5
+        )
+        super().__init__(config)
+        self.grace_s, self.on_grace_over = grace_s, on_grace_over
+
+    async def shutdown(self, sockets=None) -> None:
+        killer = asyncio.get_running_loop().call_later(self.grace_s, self.on_grace_over)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            killer.cancel()
 
 
 def serve(
@@ -192,18 +210,16 @@ def serve(
     config: Path | None = None,
     reap_interval_s: float = 30.0,
     code_search: CodeSearch | None = None,
+    *,
+    snapshot_roots: list[Path] = (),
+    limits_file: Path | None = None,
 ) -> None:
-    import uvicorn
-
+    """Run the server until SIGTERM; ``ConfigError`` for a bad config, limits or root."""
     token = read_token(token_file)
-    max_body = _size_setting("CHEETAH_ENV_MAX_BODY_BYTES", MAX_BODY_BYTES)
-    max_upload = min(
-        _size_setting("CHEETAH_ENV_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES), MAX_UPLOAD_BYTES
-    )
-    try:
-        extract_limits()  # a bad CHEETAH_SNAPSHOT_MAX_* stops the server now, not a session later
-    except SnapshotError as e:
-        raise SystemExit(str(e)) from None
+    limits = ServerLimits.load(limits_file)  # a bad value stops the server now
+    for root in snapshot_roots:
+        if not Path(root).is_dir():
+            raise ConfigError(f"--snapshot-root {str(root)!r} is not a directory")
     cfg = SandboxConfig.from_toml(config) if config else SandboxConfig()
     env = LocalEnv(
         backend,  # type: ignore[arg-type]
@@ -211,9 +227,14 @@ def serve(
         capacity=capacity,
         idle_timeout_s=idle_timeout_s,
         code_search=code_search,
+        server_limits=limits,
+        snapshot_roots=list(snapshot_roots),
     )
-    print(f"cheetah env server on http://{host}:{port}  isolation: {env.isolation}", flush=True)
-    app = create_app(
-        env, token, reap_interval_s, max_body_bytes=max_body, max_upload_bytes=max_upload
+    roots = ", ".join(str(r) for r in env.snapshot_roots or []) or "none (uploads only)"
+    print(
+        f"cheetah env server on http://{host}:{port}  isolation: {env.isolation}  "
+        f"snapshot roots: {roots}",
+        flush=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    app = create_app(env, token, reap_interval_s, allowed_hosts=loopback_hosts(host))
+    GracefulServer(app, host, port, limits.shutdown_grace_s, env.kill_all).run()

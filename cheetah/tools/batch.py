@@ -1,9 +1,10 @@
 """Run the tool calls of one assistant message concurrently; results come back in call order.
 
-Ordering rule: two calls conflict when they touch overlapping workspace paths and
-at least one of them writes (a directory overlaps everything under it; '.' is the
-whole workspace). A call starts once every earlier conflicting call has finished;
-all others start at once. So an edit and a later read of the same file see each
+Ordering rule (``order.conflicts``): two calls conflict when they touch overlapping
+workspace paths and at least one of them writes (a directory overlaps everything under
+it; '.' is the whole workspace). A call starts once every earlier conflicting call has
+finished; all others start at once; ``order.Planner`` finds what each waits for in time
+linear in the calls. So an edit and a later read of the same file see each
 other in message order, while ten independent reads, greps and commands overlap.
 ``run_terminal`` declares no paths: a command that depends on an edit belongs in
 the next message (the system prompt says so).
@@ -23,23 +24,11 @@ import time
 from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.core.workspace import PathError
 from cheetah.tools.base import Access, Tool, ToolContext, ToolError
+from cheetah.tools.order import Planner
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CALL_TIMEOUT_S = 900.0
-
-
-def _overlap(a: str, b: str) -> bool:
-    if a.startswith(":") or b.startswith(":"):
-        return a == b
-    return a == b or a == "." or b == "." or a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def conflicts(x: Access, y: Access) -> bool:
-    """Whether two calls must keep their message order (symmetric)."""
-    pairs = [(p, q) for p in x.writes for q in y.reads | y.writes]
-    pairs += [(p, q) for p in y.writes for q in x.reads]
-    return any(_overlap(p, q) for p, q in pairs)
 
 
 def _clean(paths: frozenset[str]) -> frozenset[str]:
@@ -79,10 +68,15 @@ async def run_batch(
 ) -> list[ToolResult]:
     """Run all calls of one message; results in call order with start offset and wall time."""
     t0 = time.monotonic()
-    accesses = [_access(c, tools.get(c.name)) for c in calls]
+    planner = Planner(len(calls))
     tasks: list[asyncio.Task[ToolResult]] = []
-    for i, call in enumerate(calls):
-        deps = [tasks[j] for j in range(i) if conflicts(accesses[j], accesses[i])]
+    joins: list[asyncio.Future] = []
+    for call in calls:
+        waits = planner.add(_access(call, tools.get(call.name)))
+        for members in planner.joins[len(joins) :]:
+            done = [tasks[m] if m < len(calls) else joins[m - len(calls)] for m in members]
+            joins.append(asyncio.gather(*done, return_exceptions=True))
+        deps = [tasks[w] if w < len(calls) else joins[w - len(calls)] for w in waits]
         tasks.append(asyncio.create_task(_run_one(call, tools, ctx, deps, t0, call_timeout_s)))
     return list(await asyncio.gather(*tasks))
 
@@ -91,7 +85,7 @@ async def _run_one(
     call: ToolCall,
     tools: dict[str, Tool],
     ctx: ToolContext,
-    deps: list[asyncio.Task[ToolResult]],
+    deps: list[asyncio.Future],
     t0: float,
     timeout_s: float,
 ) -> ToolResult:

@@ -55,9 +55,11 @@ def work_config() -> SandboxConfig:
 
 
 class ServerProc(LocalEnvServer):
-    """A started ``cheetah env serve`` process with the small test limits (or ``config``)."""
+    """A started ``cheetah env serve`` process with the small test limits (or ``config``);
+    clients may name the sample repo and paths under ``tmp`` (its snapshot roots)."""
 
     def __init__(self, tmp: Path, config: SandboxConfig | None = None, **kw) -> None:
+        kw.setdefault("snapshot_roots", [SAMPLE_REPO, tmp])
         super().__init__(tmp, config=config or SandboxConfig(**LIMITS), **kw)
         self.start(timeout_s=30)
 

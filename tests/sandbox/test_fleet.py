@@ -1,6 +1,7 @@
 """EnvFleet over real env server processes: placement, backpressure, surviving a dead server."""
 
 import asyncio
+import shutil
 import json
 import time
 from pathlib import Path
@@ -152,11 +153,15 @@ async def test_fleet_uploads_again_when_a_server_lost_the_snapshot(env_server):
     fleet = EnvFleet([a.url], TOKEN, max_wait_s=10)
     try:
         snapshot = fleet.add_snapshot(pack_tree(SAMPLE_REPO))
-        await fleet.create_session(snapshot)
-        stored = default_base_dir() / "uploads" / f"{snapshot.partition(':')[2]}.tar"
-        stored.unlink()  # as if a fresh machine now answered at the same URL
+        s1 = await fleet.create_session(snapshot)
+        await fleet.close(s1.session_id)
+        sha = snapshot.partition(":")[2]
+        unpacked = default_base_dir() / "snapshots" / f"tar-{sha[:20]}"
+        assert unpacked.is_dir()  # the server keeps the unpacked copy, not the tarball
+        assert not (default_base_dir() / "uploads" / f"{sha}.tar").exists()
+        shutil.rmtree(unpacked)  # as if a fresh machine now answered at the same URL
         s2 = await fleet.create_session(snapshot)
-        assert stored.is_file()
+        assert unpacked.is_dir()
         [r] = await fleet.run_tools(s2.session_id, parse_message('<tool name="list_dir"></tool>'))
         assert "textkit/" in r.output
     finally:

@@ -25,24 +25,22 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cheetah.core.http_gate import HttpGate
+from cheetah.limits import ServerLimits
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
-from cheetah.core.http_gate import HttpGate
 from cheetah.sandbox.protocol import EnvError
-from cheetah.sandbox.server import MAX_BODY_BYTES, create_app
-from cheetah.sandbox.snapshot import (
-    MAX_EXTRACT_BYTES,
-    SnapshotError,
-    SnapshotSpec,
-    SnapshotStore,
-)
+from cheetah.sandbox.server import create_app
+from cheetah.sandbox.snapshot import MAX_EXTRACT_BYTES, SnapshotError, SnapshotSpec
+from cheetah.sandbox.store import SnapshotStore
 from tests.sandbox.conftest import needs_isolation, still_serving
 
 pytestmark = pytest.mark.timeout(240)
 
 TOKEN = "t" * 32
 MiB = 1 << 20
+MAX_BODY_BYTES = ServerLimits().env_max_body_bytes
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -148,7 +146,7 @@ def chunked(total: int, piece: int = MiB) -> Iterable[bytes]:
 
 
 def head(method: str, path: str, *, token: str | None = None, length: int | None = None) -> str:
-    lines = [f"{method} {path} HTTP/1.1", "Host: env", "Content-Type: application/json"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
     if token is not None:
         lines.append(f"Authorization: Bearer {token}")
     lines.append(
@@ -181,7 +179,7 @@ async def server_still_serves(srv) -> None:
 
 
 def _leftovers(base: Path, sha: str) -> list[str]:
-    names = [p.name for p in (base / "snapshots").glob(f"tar-{sha[:20]}*")]
+    names = [p.name for p in (base / "snapshots").glob(f"*tar-{sha[:20]}*")]
     names += [p.name for p in (base / "uploads").glob(f".{sha}.*")]
     return names
 
@@ -241,8 +239,9 @@ async def test_gate_refuses_without_reading_the_body():
 
 @pytest.fixture
 async def asgi(tmp_path):
-    env = LocalEnv("local", config=SandboxConfig(base_dir=tmp_path / "base"))
-    app = create_app(env, TOKEN, max_body_bytes=64 << 10, max_upload_bytes=256 << 10)
+    limits = ServerLimits(env_max_body_bytes=64 << 10, env_max_upload_bytes=256 << 10)
+    env = LocalEnv("local", config=SandboxConfig(base_dir=tmp_path / "base"), server_limits=limits)
+    app = create_app(env, TOKEN)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://env") as client:
         client.env = env
@@ -261,7 +260,7 @@ async def test_chunked_bodies_over_the_cap_answer_413_not_400(asgi):
     assert r.status_code == 413 and "65536" in r.json()["detail"]
     r = await asgi.put(f"/snapshots/{'0' * 64}", content=_pieces(1 << 20), headers=auth)
     assert r.status_code == 413 and "262144" in r.json()["detail"]
-    assert not list((asgi.env.uploads).glob("*"))  # the partial upload is gone
+    assert not list((asgi.env.store.uploads).glob("*"))  # the partial upload is gone
     r = await asgi.post("/sessions", content=_pieces(1 << 20))
     assert r.status_code == 401
     data = _tar([_file("a.py", b"A = 1\n")])
@@ -276,8 +275,8 @@ async def test_chunked_bodies_over_the_cap_answer_413_not_400(asgi):
 
     r = await asgi.put(f"/snapshots/{sha}", content=one_piece(), headers=auth)
     assert r.status_code == 201
-    assert (asgi.env.uploads / f"{sha}.tar").read_bytes() == data
-    assert [p.name for p in asgi.env.uploads.iterdir()] == [f"{sha}.tar"]
+    assert (asgi.env.store.uploads / f"{sha}.tar").read_bytes() == data
+    assert [p.name for p in asgi.env.store.uploads.iterdir()] == [f"{sha}.tar"]
 
 
 async def test_docs_and_openapi_are_off(asgi):

@@ -6,6 +6,7 @@ processes, 3 CPU seconds per command, 32 MB files, 64 MB of changes, 32 MB /tmp.
 
 import asyncio
 import os
+import shlex
 import socket
 import threading
 import time
@@ -218,3 +219,23 @@ def _running(marker: str) -> bool:
             if cmd.strip() == marker:
                 return True
     return False
+
+
+async def test_io_uring_and_the_keyring_are_refused(client):
+    """The seccomp filter: io_uring (the door of most recent kernel exploits) and the
+    keyring (shared by every session's uid) answer EPERM; ordinary syscalls work."""
+    if "seccomp" not in (await client.health()).isolation:
+        pytest.skip("no seccomp filter for this architecture")
+    probe = (
+        "import ctypes, errno\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for name, nr, args in [('io_uring_setup', 425, (1, 0)), ('add_key', 248, (0,) * 5),"
+        " ('getppid', 110, ())]:\n"
+        "    r = libc.syscall(nr, *args)\n"
+        "    print(name, errno.errorcode.get(ctypes.get_errno()) if r < 0 else 'ok')\n"
+    )
+    sid = await new_session(client)
+    r = await terminal(client, sid, f"python3 -c {shlex.quote(probe)}")
+    if os.uname().machine == "x86_64":
+        assert r.output.splitlines()[1:] == ["io_uring_setup EPERM", "add_key EPERM", "getppid ok"]
+    await still_serving(client)

@@ -4,7 +4,8 @@ from cheetah.core.wire import ToolCall
 from cheetah.harness.protocol import parse_message
 from cheetah.tools import default_tools
 from cheetah.tools.base import Access, Tool, ToolContext, ToolOutput
-from cheetah.tools.batch import conflicts, run_batch
+from cheetah.tools.batch import run_batch
+from cheetah.tools.order import conflicts
 
 
 def _calls(text):
