@@ -7,41 +7,61 @@ JavaScript and SVG, nothing fetched from the internet). Views:
   (one bar per rollout from start to finish, lanes = rollouts in flight, colour =
   reward), and every trajectory (messages, tool calls, grade).
 - **Fleet**: each env server's health and ``/stats`` (sessions, capacity, load).
-- **Jobs**: start ``cheetah agent`` on a repo in the background (isolated copy) and
-  follow its output, diff and trajectory.
+- **Jobs**: start ``cheetah agent`` in the background on an isolated copy of a repo
+  under an operator's snapshot root, and follow its output, diff and trajectory.
 
-With ``token`` set, every ``/api`` route wants ``Authorization: Bearer TOKEN`` (the page
-takes it from ``#token=...`` in its URL); jobs run code, so bind to localhost or use
-a token. Deliberately left out: live push (the page polls every few seconds), user
-accounts.
+The app sits inside ``HttpGate`` (``cheetah.core.http_gate``), which sees every request
+first: the Host header must be a loopback name when the dashboard binds loopback (421
+otherwise: a DNS-rebinding page sends its own name); with a token, every route but the
+page itself (``GET /`` and the files of ``static/``, listed one by one since the gate
+matches exact paths) wants ``Authorization: Bearer TOKEN`` (401), and the page takes the
+token from ``#token=...`` in its URL; without a token, ``POST /api/jobs...`` is refused
+with 403 (jobs run code) and the read-only views stay open to this machine; a body over
+``dashboard_max_body_bytes`` is refused with 413 before it is read. What a job may name
+is checked by ``jobs.JobRules`` (400 naming the rule, 403 when no snapshot root is
+configured). Ids outside SQLite's integer range are 404, never a 500.
+
+Deliberately left out: live push (the page polls every few seconds), user accounts (one
+token is one operator), TLS (put a proxy in front).
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions'
-# annotations at run time, and the nested ``auth`` dependency must stay resolvable.
+# annotations at run time.
 
 import contextlib
-import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
+from cheetah.core.http_gate import HttpGate, loopback_hosts
 from cheetah.dashboard import runs as run_views
-from cheetah.dashboard.jobs import JobError, JobManager
+from cheetah.dashboard.jobs import JobError, JobManager, JobRules, JobsDisabled
+from cheetah.limits import ServerLimits
 
 STATIC = Path(__file__).parent / "static"
+MAX_ROLLOUTS = 5000  # rollouts one timeline request may return
+PAGE_HEADERS = {  # the page loads only its own files and is never framed
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 class JobRequest(BaseModel):
     query: str
-    repo: str
-    model: str = Field(description="as for cheetah agent --model")
+    repo: str = Field(description="a directory at or under one of the --snapshot-root dirs")
+    model: str = Field(description="default, tiny, an http(s) URL, or a path under --model-root")
     max_turns: int = 20
+
+
+def page_routes() -> set[tuple[str, str]]:
+    """The routes open without a token: the page and each file it loads (no data)."""
+    files = {("GET", f"/static/{p.name}") for p in STATIC.iterdir() if p.is_file()}
+    return {("GET", "/"), *files}
 
 
 def create_app(
@@ -51,15 +71,19 @@ def create_app(
     env_token: str | None = None,
     token: str | None = None,
     max_jobs: int = 2,
-) -> FastAPI:
-    jobs = JobManager(jobs_dir, max_running=max_jobs)
-    bearer = HTTPBearer(auto_error=False)
+    *,
+    snapshot_roots: Sequence[Path] = (),
+    model_roots: Sequence[Path] = (),
+    limits: ServerLimits | None = None,
+    allowed_hosts: Collection[str] | None = loopback_hosts("127.0.0.1"),
+) -> HttpGate:
+    """The dashboard as an ASGI app: the FastAPI routes (``.app``) inside ``HttpGate``.
 
-    def auth(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-        if token is None:
-            return
-        if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token")
+    ``snapshot_roots`` and ``model_roots`` must be resolved directories (``jobs.resolve_roots``);
+    ``allowed_hosts`` None answers any Host header (for a server the token guards)."""
+    limits = limits or ServerLimits()
+    rules = JobRules(tuple(snapshot_roots), tuple(model_roots), limits.dashboard_max_query_chars)
+    jobs = JobManager(jobs_dir, rules, max_running=max_jobs)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,43 +92,69 @@ def create_app(
         finally:
             await jobs.close()
 
-    app = FastAPI(title="cheetah dashboard", lifespan=lifespan)
+    app = FastAPI(
+        title="cheetah dashboard",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.jobs = jobs
-    api = [Depends(auth)]
+    _run_routes(app, runs_dir)
+    _fleet_route(app, env_urls or [], env_token)
+    _job_routes(app, jobs)
 
+    @app.get("/")
+    async def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return HttpGate(
+        app,
+        token=token,
+        max_body_bytes=limits.dashboard_max_body_bytes,
+        open_routes=page_routes(),
+        needs_token=[("POST", "/api/jobs")],
+        allowed_hosts=allowed_hosts,
+    )
+
+
+def _run_routes(app: FastAPI, runs_dir: Path) -> None:
     def run_call(fn, *args):
         try:
             return fn(runs_dir, *args)
         except run_views.RunNotFound as e:
             raise HTTPException(404, str(e)) from None
 
-    @app.get("/api/runs", dependencies=api)
+    @app.get("/api/runs")
     async def list_runs() -> list[dict]:
         return run_views.list_runs(runs_dir)
 
-    @app.get("/api/runs/{name}", dependencies=api)
+    @app.get("/api/runs/{name}")
     async def run_summary(name: str) -> dict:
         return run_call(run_views.summary, name)
 
-    @app.get("/api/runs/{name}/metrics", dependencies=api)
+    @app.get("/api/runs/{name}/metrics")
     async def run_metrics(name: str) -> dict:
         return run_call(run_views.metrics, name)
 
-    @app.get("/api/runs/{name}/rollouts", dependencies=api)
+    @app.get("/api/runs/{name}/rollouts")
     async def run_rollouts(name: str, limit: int = 500) -> list[dict]:
-        return run_call(run_views.rollouts, name, max(1, min(limit, 5000)))
+        return run_call(run_views.rollouts, name, max(1, min(limit, MAX_ROLLOUTS)))
 
-    @app.get("/api/runs/{name}/rollouts/{rollout_id}", dependencies=api)
+    @app.get("/api/runs/{name}/rollouts/{rollout_id}")
     async def run_trajectory(name: str, rollout_id: int) -> dict:
         return run_call(run_views.trajectory, name, rollout_id)
 
-    @app.get("/api/fleet", dependencies=api)
+
+def _fleet_route(app: FastAPI, env_urls: list[str], env_token: str | None) -> None:
+    @app.get("/api/fleet")
     async def fleet() -> list[dict]:
         from cheetah.sandbox.client import EnvClient
         from cheetah.sandbox.protocol import EnvError
 
         out = []
-        for url in env_urls or []:
+        for url in env_urls:
             client = EnvClient(url, env_token or "", timeout_s=5.0)
             try:
                 stats = (await client.stats()).model_dump()
@@ -115,37 +165,36 @@ def create_app(
                 await client.aclose()
         return out
 
-    @app.get("/api/jobs", dependencies=api)
+
+def _job_routes(app: FastAPI, jobs: JobManager) -> None:
+    @app.get("/api/jobs")
     async def list_jobs() -> list[dict]:
         return [j.to_dict() for j in jobs.list()]
 
-    @app.post("/api/jobs", dependencies=api, status_code=201)
+    @app.post("/api/jobs", status_code=201)
     async def start_job(req: JobRequest) -> dict:
         try:
             job = await jobs.start(req.query, req.repo, req.model, req.max_turns)
+        except JobsDisabled as e:
+            raise HTTPException(403, str(e)) from None
         except JobError as e:
             raise HTTPException(400, str(e)) from None
         return job.to_dict()
 
-    @app.get("/api/jobs/{job_id}", dependencies=api)
+    @app.get("/api/jobs/{job_id}")
     async def job_detail(job_id: int) -> dict:
         detail = jobs.detail(job_id)
         if detail is None:
             raise HTTPException(404, f"no job {job_id}")
         return detail
 
-    @app.post("/api/jobs/{job_id}/cancel", dependencies=api)
+    @app.post("/api/jobs/{job_id}/cancel")
     async def cancel_job(job_id: int) -> dict:
+        if jobs.get(job_id) is None:
+            raise HTTPException(404, f"no job {job_id}")
         if not await jobs.cancel(job_id):
             raise HTTPException(409, f"job {job_id} is not running")
         return {"cancelled": job_id}
-
-    @app.get("/")
-    async def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    return app
 
 
 def serve(
@@ -156,10 +205,36 @@ def serve(
     env_urls: list[str],
     env_token: str | None,
     token: str | None,
+    *,
+    snapshot_roots: Sequence[Path] = (),
+    model_roots: Sequence[Path] = (),
+    limits: ServerLimits | None = None,
 ) -> None:
+    """Serve the dashboard; the caller has checked the bind (``check_bind``) and the roots."""
     import uvicorn
 
-    app = create_app(runs_dir, jobs_dir, env_urls, env_token, token)
+    app = create_app(
+        runs_dir,
+        jobs_dir,
+        env_urls,
+        env_token,
+        token,
+        snapshot_roots=snapshot_roots,
+        model_roots=model_roots,
+        limits=limits,
+        allowed_hosts=loopback_hosts(host),
+    )
     suffix = f"/#token={token}" if token else "/"
-    print(f"cheetah dashboard on http://{host}:{port}{suffix}  (runs: {runs_dir})", flush=True)
+    name = f"[{host}]" if ":" in host else host
+    print(f"cheetah dashboard on http://{name}:{port}{suffix}  (runs: {runs_dir})", flush=True)
+    print(f"  jobs: {jobs_state(token, snapshot_roots)}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def jobs_state(token: str | None, snapshot_roots: Sequence[Path]) -> str:
+    """One line for the operator: whether jobs can run, and on what."""
+    if token is None:
+        return "off (they need --token-file)"
+    if not snapshot_roots:
+        return "off (they need --snapshot-root)"
+    return "on, for repos under " + ", ".join(str(r) for r in snapshot_roots)

@@ -5,6 +5,9 @@ Opens each store read-only (``mode=ro``), so the dashboard can watch a run while
 A rollout's time span is ``finished_at - trajectory.wall_s`` to ``finished_at``; the
 timeline packs spans into lanes greedily, so the number of lanes in use at a moment
 is the number of rollouts that were in flight.
+
+A run is named by one directory name under the runs directory (no ``/``, no leading
+``.``, so nothing outside it); a rollout id outside SQLite's integer range is no rollout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import json
 import sqlite3
 from pathlib import Path
 from typing import Any
+
+MAX_ROLLOUT_ID = 2**63 - 1  # SQLite's INTEGER range
 
 
 class RunNotFound(LookupError):
@@ -30,12 +35,13 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 
 
 def _connect(runs_dir: Path, name: str) -> sqlite3.Connection:
-    if "/" in name or name.startswith("."):
+    if "/" in name or "\x00" in name or name.startswith(".") or not name:
         raise RunNotFound(f"bad run name {name!r}")
     path = runs_dir / name / "run.sqlite"
     if not path.is_file():
         raise RunNotFound(f"no run {name!r} under {runs_dir}")
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # as_uri quotes the path, so a name with '?' or '#' cannot add URI parameters
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def summary(runs_dir: Path, name: str) -> dict[str, Any]:
@@ -121,6 +127,8 @@ def rollouts(runs_dir: Path, name: str, limit: int = 500) -> list[dict[str, Any]
 
 
 def trajectory(runs_dir: Path, name: str, rollout_id: int) -> dict[str, Any]:
+    if not -MAX_ROLLOUT_ID - 1 <= rollout_id <= MAX_ROLLOUT_ID:
+        raise RunNotFound(f"run {name!r} has no rollout {rollout_id}")
     with _connect(runs_dir, name) as db:
         row = db.execute(
             "SELECT trajectory FROM rollouts WHERE rollout_id = ?", (rollout_id,)

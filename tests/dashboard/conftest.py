@@ -1,11 +1,16 @@
-"""A small run store, made the way `cheetah train` writes one, for the dashboard tests."""
+"""For the dashboard tests: a small run store made the way `cheetah train` writes one, a
+snapshot root holding the sample repo, and a TestClient on a fresh dashboard."""
 
+import shutil
 import time
 
 import pytest
+from fastapi.testclient import TestClient
 
+from cheetah.dashboard.app import create_app
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.rl.store import RunStore
+from tests.conftest import SAMPLE_REPO
 
 
 def make_run(runs_dir, name="demo", n=6):
@@ -56,3 +61,24 @@ def runs_dir(tmp_path):
     make_run(d)
     (d / "not-a-run").mkdir()
     return d
+
+
+TOKEN = "dashboard-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def dashboard_client(runs_dir, tmp_path, **kw) -> TestClient:
+    """A TestClient on a fresh dashboard; it sends ``Host: testserver``, so the Host check is
+    off unless a test passes ``allowed_hosts``."""
+    kw.setdefault("allowed_hosts", None)
+    raise_errors = kw.pop("raise_server_exceptions", True)
+    app = create_app(runs_dir, tmp_path / "jobs", **kw)
+    return TestClient(app, raise_server_exceptions=raise_errors)
+
+
+@pytest.fixture
+def snapshot_root(tmp_path):
+    """A snapshot root (resolved) holding one repo, ``sample``."""
+    root = tmp_path / "repos"
+    shutil.copytree(SAMPLE_REPO, root / "sample", ignore=shutil.ignore_patterns("__pycache__"))
+    return root.resolve()

@@ -3,14 +3,8 @@
 import json
 import time
 
-from fastapi.testclient import TestClient
-
-from cheetah.dashboard.app import create_app
-from tests.conftest import SAMPLE_REPO
-
-
-def client(runs_dir, tmp_path, **kw):
-    return TestClient(create_app(runs_dir, tmp_path / "jobs", **kw))
+from tests.dashboard.conftest import AUTH, TOKEN
+from tests.dashboard.conftest import dashboard_client as client
 
 
 def test_runs_metrics_timeline_and_trajectories(runs_dir, tmp_path):
@@ -35,11 +29,13 @@ def test_runs_metrics_timeline_and_trajectories(runs_dir, tmp_path):
 
 
 def test_token_guards_the_api(runs_dir, tmp_path):
-    with client(runs_dir, tmp_path, token="s3cret-token-0123456789") as c:
+    with client(runs_dir, tmp_path, token=TOKEN) as c:
         assert c.get("/api/runs").status_code == 401
-        ok = c.get("/api/runs", headers={"Authorization": "Bearer s3cret-token-0123456789"})
-        assert ok.status_code == 200
-        assert c.get("/").status_code == 200  # the page itself carries no data
+        assert c.get("/api/runs", headers=AUTH).status_code == 200
+        # the page and the files it loads carry no data
+        assert c.get("/").status_code == 200
+        assert c.get("/static/app.js").status_code == 200
+        assert c.get("/static/style.css").status_code == 200
 
 
 def test_fleet_reports_a_dead_server_without_failing(runs_dir, tmp_path):
@@ -48,16 +44,23 @@ def test_fleet_reports_a_dead_server_without_failing(runs_dir, tmp_path):
         assert s["healthy"] is False and s["error"]
 
 
-def test_background_job_runs_the_agent_on_an_isolated_copy(runs_dir, tmp_path):
-    script = tmp_path / "steps.json"
+def test_background_job_runs_the_agent_on_an_isolated_copy(runs_dir, tmp_path, snapshot_root):
+    models = tmp_path / "models"
+    models.mkdir()
+    script = models / "steps.json"
     script.write_text(json.dumps(['<tool name="list_dir"></tool>', "Nothing to change."]))
-    with client(runs_dir, tmp_path) as c:
-        bad = c.post("/api/jobs", json={"query": "q", "repo": str(tmp_path / "nope"), "model": "x"})
+    roots = {"snapshot_roots": [snapshot_root], "model_roots": [models.resolve()]}
+    with client(runs_dir, tmp_path, token=TOKEN, **roots) as c:
+        c.headers.update(AUTH)
+        nope = str(snapshot_root / "nope")
+        bad = c.post("/api/jobs", json={"query": "q", "repo": nope, "model": "default"})
         assert bad.status_code == 400 and "not a directory" in bad.json()["detail"]
+        repo = str(snapshot_root / "sample")
         job = c.post(
             "/api/jobs",
-            json={"query": "look around", "repo": str(SAMPLE_REPO), "model": f"scripted:{script}"},
+            json={"query": "look around", "repo": repo, "model": f"scripted:{script}"},
         ).json()
+        assert job["repo"] == repo and job["model"] == f"scripted:{script.resolve()}"
         deadline = time.monotonic() + 120
         while c.get(f"/api/jobs/{job['id']}").json()["status"] == "running":
             assert time.monotonic() < deadline

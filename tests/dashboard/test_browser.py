@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from cheetah.sandbox.launch import free_port
+from tests.dashboard.conftest import AUTH, TOKEN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
@@ -16,18 +17,21 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture
-def dashboard(runs_dir, tmp_path):
+def dashboard(runs_dir, tmp_path, snapshot_root):
     port = free_port()
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cheetah.cli", "dashboard", "--runs", str(runs_dir),
-         "--port", str(port), "--jobs-dir", str(tmp_path / "jobs")],
+         "--port", str(port), "--jobs-dir", str(tmp_path / "jobs"),
+         "--token-file", str(token_file), "--snapshot-root", str(snapshot_root)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(url + "/api/runs", timeout=1).status_code == 200:
+            if httpx.get(url + "/api/runs", headers=AUTH, timeout=1).status_code == 200:
                 break
         except httpx.HTTPError:
             pass
@@ -38,13 +42,13 @@ def dashboard(runs_dir, tmp_path):
     proc.wait(timeout=15)
 
 
-def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, tmp_path):
+def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, snapshot_root):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(dashboard)
+        page.goto(f"{dashboard}/#token={TOKEN}")  # the page sends it on every /api call
         page.wait_for_selector("#timeline rect.rollout")
         assert page.locator("#runs-list li").first.inner_text().startswith("demo")
         assert page.locator("#curves polyline.curve").count() == 3
@@ -60,7 +64,7 @@ def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, tmp_path):
 
         page.locator("nav button[data-tab='jobs']").click()
         page.fill("#job-form input[name=query]", "do something")
-        page.fill("#job-form input[name=repo]", str(tmp_path / "missing"))
+        page.fill("#job-form input[name=repo]", str(snapshot_root / "missing"))
         page.locator("#job-form button").click()
         page.wait_for_function("document.getElementById('job-error').textContent.length > 0")
         assert "not a directory" in page.locator("#job-error").inner_text()

@@ -1,4 +1,6 @@
 // cheetah dashboard: plain JavaScript over the /api routes; charts are hand-drawn SVG.
+// The bearer token comes from the URL's fragment (#token=...), which the browser never
+// sends to a server; every /api request carries it.
 "use strict";
 
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
