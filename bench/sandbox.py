@@ -5,7 +5,8 @@
    Daytona "sub-90 ms", E2B ~150 ms). Create = create_session + first use ready;
    the snapshot is materialized once before timing (its one-off cost is printed).
 2. per-call overhead: the same call locally (LocalWorkspace), in an isolated session
-   (in process), and through an env server on loopback; medians and ratios.
+   (in process) with and without the seccomp filter, and through an env server on
+   loopback; medians and ratios, all in the same run.
 3. load: 50 concurrent sessions x 20 tool calls through one env server on loopback;
    errors, p50/p99 call latency, throughput.
 
@@ -32,6 +33,7 @@ from cheetah.core.workspace import LocalWorkspace
 from cheetah.harness.loop import LocalTools
 from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
+from cheetah.sandbox.config import SandboxConfig
 from cheetah.sandbox.env import LocalEnv
 
 
@@ -101,15 +103,21 @@ async def overhead(repo: Path, server_url: str, token: str, reps: int) -> None:
     local = LocalTools(LocalWorkspace(repo))
     env = LocalEnv("isolated")
     sid = (await env.create_session(f"dir:{repo}")).session_id
+    plain = LocalEnv("isolated", config=SandboxConfig(seccomp=False))
+    psid = (await plain.create_session(f"dir:{repo}")).session_id
     client = EnvClient(server_url, token)
     rsid = (await client.create_session(f"dir:{repo}")).session_id
-    print(f"{'call':20s} {'local':>11s} {'isolated':>11s} {'server':>11s}  iso/local  server/local")
+    print(
+        f"{'call':20s} {'local':>11s} {'no seccomp':>11s} {'isolated':>11s} {'server':>11s}"
+        "  seccomp/none  iso/local  server/local"
+    )
     for name, msg in CALLS.items():
         calls = parse_message(msg)
-        times: dict[str, list[float]] = {"local": [], "iso": [], "srv": []}
+        times: dict[str, list[float]] = {"local": [], "plain": [], "iso": [], "srv": []}
         for _ in range(reps):
             runners = (
                 ("local", lambda c=calls: local.run_tools(c)),
+                ("plain", lambda c=calls: plain.run_tools(psid, c)),
                 ("iso", lambda c=calls: env.run_tools(sid, c)),
                 ("srv", lambda c=calls: client.run_tools(rsid, c)),
             )
@@ -120,10 +128,12 @@ async def overhead(repo: Path, server_url: str, token: str, reps: int) -> None:
                 assert not r.is_error, r.output
         m = {k: statistics.median(v) for k, v in times.items()}
         print(
-            f"{name:20s} {ms(m['local'])} {ms(m['iso'])} {ms(m['srv'])}  "
-            f"{m['iso'] / m['local']:8.1f}x  {m['srv'] / m['local']:10.1f}x"
+            f"{name:20s} {ms(m['local'])} {ms(m['plain'])} {ms(m['iso'])} {ms(m['srv'])}  "
+            f"{m['iso'] / m['plain']:11.2f}x  {m['iso'] / m['local']:8.1f}x"
+            f"  {m['srv'] / m['local']:10.1f}x"
         )
-    await env.close_all()
+    await env.aclose()
+    await plain.aclose()
     await client.close(rsid)
     await client.aclose()
 
@@ -186,6 +196,8 @@ def start_server(tmp: Path, capacity: int) -> tuple[subprocess.Popen, str, str]:
             str(tmp / "token"),
             "--capacity",
             str(capacity),
+            "--snapshot-root",
+            str(tmp),
         ],
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
     )

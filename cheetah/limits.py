@@ -71,7 +71,12 @@ class ServerLimits(BaseModel):
         gt=0,
         description="a weight delta body; default: twice the served model's bytes + 64 MiB",
     )
-    serve_max_messages: int = Field(4096, gt=0, description="messages of one chat request")
+    serve_max_messages: int = Field(
+        1024,
+        gt=0,
+        description="messages of one chat request (tokenizing a chat costs the square of its "
+        "messages: 1,024 tiny ones take seconds)",
+    )
     serve_max_prompt_chars: int = Field(
         2_000_000, gt=0, description="characters of one prompt (all messages of a chat together)"
     )

@@ -30,7 +30,11 @@ def _agent(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_tokens=args.max_new_tokens,
         )
+        _give_token(policy, args.token_file)
     except (FileNotFoundError, PolicyError) as e:
+        print(f"cheetah agent: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # an unreadable --token-file (SettingError) says why
         print(f"cheetah agent: {e}", file=sys.stderr)
         return 2
     try:
@@ -75,6 +79,16 @@ def _agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def _give_token(policy, token_file: Path | None) -> None:
+    """An OpenAI-compatible server's policy sends the token of ``token_file`` (without one,
+    ``OpenAIPolicy`` takes ``$CHEETAH_API_TOKEN``, then ``$OPENAI_API_KEY``)."""
+    from cheetah.core.http_gate import read_token
+    from cheetah.harness.openai_policy import OpenAIPolicy
+
+    if token_file is not None and isinstance(policy, OpenAIPolicy):
+        policy.api_key = read_token(token_file)
+
+
 async def _kept(run):
     """The trajectory of ``run``, also when the policy or the tools failed (the turns so
     far, stop reason ``error``): the user sees and saves what happened."""
@@ -115,6 +129,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     agent.add_argument("--repo", required=True, type=Path, help="the repository to work in")
     agent.add_argument("--model", required=True, help=MODEL_HELP)
     agent.add_argument("--model-name", help="model name to send to the server (default: its first)")
+    agent.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the bearer token of an OpenAI-compatible --model server (cheetah "
+        "serve --token-file); default: $CHEETAH_API_TOKEN, then $OPENAI_API_KEY",
+    )
     agent.add_argument("--out", type=Path, help="write the trajectory JSON here")
     add_flags(agent, AgentLimits, LIMIT_FLAGS)
     agent.add_argument(

@@ -32,7 +32,7 @@ class _Settings:
 def _settings(args: argparse.Namespace) -> _Settings:
     """The checked settings for ``serve``, or _Refused naming the first bad one."""
     from cheetah.config import ConfigError
-    from cheetah.core.http_gate import check_bind, read_token
+    from cheetah.core.http_gate import SettingError, check_bind, read_token
     from cheetah.dashboard.jobs import resolve_roots
     from cheetah.limits import ServerLimits
 
@@ -42,7 +42,7 @@ def _settings(args: argparse.Namespace) -> _Settings:
         token = read_token(args.token_file) if args.token_file else None
         env_token = read_token(args.env_token_file) if args.env_token_file else None
         check_bind("cheetah dashboard", args.host, token)
-    except SystemExit as e:  # read_token and check_bind say why in their message
+    except SettingError as e:  # read_token and check_bind say why in their message
         raise _Refused(str(e)) from None
     if args.env_url and env_token is None:
         raise _Refused("--env-url needs --env-token-file")

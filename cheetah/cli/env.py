@@ -12,6 +12,7 @@ from cheetah.search.code_search import EmbeddingCodeSearch
 
 def _env_serve(args: argparse.Namespace) -> int:
     from cheetah.config import ConfigError
+    from cheetah.core.http_gate import SettingError
     from cheetah.sandbox.isolated import SandboxUnavailable
     from cheetah.sandbox.server import serve
 
@@ -32,7 +33,7 @@ def _env_serve(args: argparse.Namespace) -> int:
     except SandboxUnavailable as e:
         print(f"cheetah env serve: cannot isolate commands here: {e}", file=sys.stderr)
         return 2
-    except ConfigError as e:
+    except (ConfigError, SettingError) as e:  # a bad config, limit, root or token file
         print(f"cheetah env serve: {e}", file=sys.stderr)
         return 2
     return 0

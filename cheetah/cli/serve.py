@@ -1,12 +1,19 @@
 """``cheetah serve``: load a model and serve it over the OpenAI-compatible API.
 
-Left out: TLS, auth, multiple models per server.
+The server trusts the holder of its bearer token (``--token-file``) and no one else: with a
+token, every route but ``GET /health`` needs it; without one it binds loopback only, answers
+only loopback ``Host`` names, and refuses the weight routes. ``--limits FILE`` (a TOML table
+of ``ServerLimits`` fields; ``CHEETAH_SERVE_*`` variables override) bounds each request; see
+``inference/server.py``. The token is never printed. Left out: TLS (put a proxy in front),
+multiple models per server.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+SHUTDOWN_GRACE_S = 30  # after SIGTERM, how long open requests may finish before they are cut
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +22,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a model over /v1/chat/completions, /v1/completions, /v1/models, "
         "/v1/weights and /health; with --embedder also /v1/embeddings, with --reranker also "
-        "/v1/rerank.",
+        "/v1/rerank. With --token-file every route but /health needs 'Authorization: Bearer "
+        "TOKEN'; without it the server binds loopback only and refuses the weight routes.",
     )
     parser.add_argument(
         "--model",
@@ -35,32 +43,75 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="also serve /v1/rerank with this cross-encoder: 'default' (what codebase_search "
         "re-ranks with) or a directory from `cheetah search train-reranker`",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind; one beyond loopback (0.0.0.0, a LAN address) needs --token-file",
+    )
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--token-file",
+        help="file holding the bearer token (at least 16 characters) that every route but "
+        "/health then requires; clients send it as 'Authorization: Bearer TOKEN' "
+        "(cheetah's own read $CHEETAH_API_TOKEN, then $OPENAI_API_KEY). Without it the weight "
+        "routes (/v1/weights, /v1/weights/delta) answer 403",
+    )
+    parser.add_argument(
+        "--limits",
+        help="TOML file of per-request bounds (ServerLimits: serve_max_body_bytes, "
+        "serve_max_delta_bytes, serve_max_messages, serve_max_prompt_chars, serve_max_inputs, "
+        "serve_max_input_chars, serve_max_request_chars); CHEETAH_<FIELD> variables override",
+    )
     parser.add_argument("--max-batch", type=int, default=32, help="most requests per step")
     parser.add_argument("--name", default=None, help="model id to report (default: --model)")
     parser.set_defaults(func=run_serve)
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+class CannotServe(Exception):
+    """A setting or a model that stops the server before it starts; the message says which."""
 
+
+def _fail(message: str) -> int:
+    prefix = "" if message.startswith("cheetah serve:") else "cheetah serve: "
+    print(f"{prefix}{message}", file=sys.stderr)
+    return 2
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from cheetah.config import ConfigError
+    from cheetah.core.http_gate import SettingError, check_bind, read_token
+    from cheetah.limits import ServerLimits
+
+    if args.model == "none" and not (args.embedder or args.reranker):
+        return _fail("--model none serves nothing without --embedder or --reranker")
+    try:  # everything that can refuse the settings comes before any model is loaded
+        limits = ServerLimits.load(args.limits)
+        token = read_token(args.token_file) if args.token_file else None
+        check_bind("cheetah serve", args.host, token)
+    except ConfigError as e:
+        return _fail(str(e))
+    except SettingError as e:  # read_token and check_bind say why in their message
+        return _fail(str(e))
+    try:
+        engine, name, embedder, reranker = _load(args)
+    except CannotServe as e:
+        return _fail(str(e))
+    return _serve(args, limits, token, engine, name, embedder, reranker)
+
+
+def _load(args: argparse.Namespace) -> tuple:
+    """(engine or None, model id, embedder or None, re-ranker or None); ``CannotServe``
+    naming what failed to load."""
     from cheetah.inference.local import LocalEngine
-    from cheetah.inference.server import create_app
     from cheetah.model.loading import CheckpointError, ModelLoadError, load_model
     from cheetah.search.embedder import EmbedderUnavailable, load_embedder
 
-    if args.model == "none" and not (args.embedder or args.reranker):
-        print("cheetah serve: --model none serves nothing without --embedder or --reranker",
-              file=sys.stderr)  # fmt: skip
-        return 2
     embedder = None
     if args.embedder:
         try:
             embedder = load_embedder(args.embedder)
         except (EmbedderUnavailable, OSError) as e:
-            print(f"cheetah serve: cannot load embedder {args.embedder!r}: {e}", file=sys.stderr)
-            return 2
+            raise CannotServe(f"cannot load embedder {args.embedder!r}: {e}") from None
     reranker = None
     if args.reranker:
         from cheetah.search.rerank import RerankerUnavailable, load_reranker
@@ -68,20 +119,46 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             reranker = load_reranker(args.reranker)
         except (RerankerUnavailable, OSError) as e:
-            print(f"cheetah serve: cannot load re-ranker {args.reranker!r}: {e}", file=sys.stderr)
-            return 2
+            raise CannotServe(f"cannot load re-ranker {args.reranker!r}: {e}") from None
     engine, name = None, args.name or "none"
     if args.model != "none":
         try:
             loaded = load_model(args.model)
         except (ModelLoadError, CheckpointError) as e:
-            print(f"cheetah serve: {e}", file=sys.stderr)
-            return 2
+            raise CannotServe(str(e)) from None
         engine = LocalEngine.from_loaded(loaded, max_batch=args.max_batch)
         name = args.name or loaded.name
-    app = create_app(engine, name, embedder=embedder, reranker=reranker)
+    return engine, name, embedder, reranker
+
+
+def _serve(args, limits, token, engine, name, embedder, reranker) -> int:
+    import uvicorn
+
+    from cheetah.core.http_gate import loopback_hosts
+    from cheetah.inference.server import create_app
+
+    app = create_app(
+        engine,
+        name,
+        embedder=embedder,
+        reranker=reranker,
+        token=token,
+        limits=limits,
+        allowed_hosts=loopback_hosts(args.host),
+    )
+    if token is not None:
+        who = f"every route but /health needs the bearer token in {args.token_file}"
+    else:
+        who = "no --token-file: open to local clients, the weight routes refused (403)"
+    print(f"cheetah serve on http://{args.host}:{args.port}: {who}", file=sys.stderr, flush=True)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )
     finally:
         if engine is not None:
             engine.close()

@@ -52,19 +52,24 @@ MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
+class SettingError(ValueError):
+    """A server or client setting that cannot work (token file, bind address); the message
+    names it. Command-line verbs print it and exit 2."""
+
+
 def detail_body(status: int, message: str) -> dict[str, Any]:
     return {"detail": message}
 
 
 def read_token(path: str | Path) -> str:
-    """The bearer token held in the file ``path`` (stripped), or SystemExit saying why not."""
+    """The bearer token held in the file ``path`` (stripped), or ``SettingError`` saying why not."""
     try:
         token = Path(path).read_text().strip()
     except (OSError, UnicodeDecodeError) as e:
         why = getattr(e, "strerror", None) or str(e)
-        raise SystemExit(f"cannot read token file {str(path)!r}: {why}") from None
+        raise SettingError(f"cannot read token file {str(path)!r}: {why}") from None
     if len(token) < MIN_TOKEN_CHARS:
-        raise SystemExit(
+        raise SettingError(
             f"token file {str(path)!r} must hold a token of at least {MIN_TOKEN_CHARS} characters"
         )
     return token
@@ -88,9 +93,9 @@ def loopback_hosts(host: str) -> frozenset[str] | None:
 
 
 def check_bind(server: str, host: str, token: str | None) -> None:
-    """SystemExit when ``server`` would listen beyond loopback without a token."""
+    """``SettingError`` when ``server`` would listen beyond loopback without a token."""
     if token is None and not is_loopback(host):
-        raise SystemExit(
+        raise SettingError(
             f"{server}: --host {host} accepts connections from other machines; "
             "give --token-file (a file holding a bearer token of at least "
             f"{MIN_TOKEN_CHARS} characters) or bind to 127.0.0.1"

@@ -11,14 +11,13 @@ function calling (the XML tool format is the protocol).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import httpx
 
 from cheetah.harness.policy import ContextExhausted, Generation, PolicyError, estimate_tokens
 from cheetah.harness.trajectory import Message
-from cheetah.inference.protocol import is_context_message
+from cheetah.inference.protocol import api_token, is_context_message
 
 
 class OpenAIPolicy:
@@ -37,7 +36,7 @@ class OpenAIPolicy:
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.api_key = api_token(api_key)  # given, else $CHEETAH_API_TOKEN, else $OPENAI_API_KEY
         self.timeout_s = timeout_s
         self.extra = extra or {}
         self.name = f"openai:{self.base_url}"

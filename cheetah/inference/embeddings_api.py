@@ -8,13 +8,19 @@ torch themselves: ``search.remote_embedder.RemoteEmbedder`` is the client.
 Request: ``{"input": str | [str], "model"?: str, "encoding_format"?: "float" | "base64"}``.
 Answer: ``{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": ...}],
 "model", "usage"}``, where ``base64`` is each vector's little-endian float32 bytes, as in
-OpenAI's API. Bad input (no texts, too many, a text too long, a wrong type) is a 400 with
-``{"error": {"message", "type"}}``. One embedding call runs at a time, in a worker thread:
-the model already uses every core, and the event loop keeps answering ``/health``.
+OpenAI's API. Bad input (no texts, a wrong type) is a 400 with ``{"error": {"message",
+"type"}}``, and so is a request past ``ServerLimits`` (``cheetah/limits.py``), checked before
+any text is embedded: ``serve_max_inputs`` texts, ``serve_max_input_chars`` characters a text,
+``serve_max_request_chars`` characters in all; the message names the setting. The body itself
+is capped before it is read (``serve_max_body_bytes``, by the server's gate). One embedding
+call runs at a time, in a worker thread: the model already uses every core, and the event
+loop keeps answering ``/health``.
 
 ``/v1/rerank`` takes the request shape that Cohere, Jina, vLLM and TEI's re-rank APIs share:
 ``{"query": str, "documents": [str], "top_n"?: int, "model"?: str}``, and answers
-``{"model", "results": [{"index", "relevance_score"}]}``, best first.
+``{"model", "results": [{"index", "relevance_score"}]}``, best first, under the same limits
+(``serve_max_inputs`` documents; the query and each document at most
+``serve_max_input_chars``; all of them together at most ``serve_max_request_chars``).
 ``search.remote_reranker.RemoteReranker`` is the client.
 
 Left out: token-id inputs, ``dimensions`` (truncated vectors), usage token counts (always 0),
@@ -32,9 +38,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from cheetah.inference.protocol import Embedder, InvalidRequest, Reranker
-
-MAX_INPUTS = 2048
-MAX_CHARS = 100_000
+from cheetah.limits import ServerLimits
 
 
 class EmbeddingsRequest(BaseModel):
@@ -55,7 +59,29 @@ def reranker_card(reranker: Reranker) -> dict[str, Any]:
             "kind": "rerank"}  # fmt: skip
 
 
-def add_rerank_routes(app: FastAPI, reranker: Reranker) -> None:
+def check_texts(field: str, texts: list[str], limits: ServerLimits) -> None:
+    """``InvalidRequest`` naming the limit when ``texts`` (those of one request) are too many,
+    one is too long, or all together are; ``field`` names them in the message."""
+    if len(texts) > limits.serve_max_inputs:
+        raise InvalidRequest(
+            f"{field}: {len(texts)} texts; at most {limits.serve_max_inputs} a request "
+            "(serve_max_inputs)"
+        )
+    cap = limits.serve_max_input_chars
+    long = next((i for i, t in enumerate(texts) if len(t) > cap), None)
+    if long is not None:
+        raise InvalidRequest(
+            f"{field}[{long}]: {len(texts[long])} characters; at most {cap} (serve_max_input_chars)"
+        )
+    total = sum(map(len, texts))
+    if total > limits.serve_max_request_chars:
+        raise InvalidRequest(
+            f"{field}: {total} characters in all; at most {limits.serve_max_request_chars} "
+            "a request (serve_max_request_chars)"
+        )
+
+
+def add_rerank_routes(app: FastAPI, reranker: Reranker, limits: ServerLimits) -> None:
     turn = asyncio.Lock()
 
     @app.post("/v1/rerank")
@@ -64,12 +90,17 @@ def add_rerank_routes(app: FastAPI, reranker: Reranker) -> None:
             raise InvalidRequest("query: give a non-empty text")
         if not body.documents:
             raise InvalidRequest("documents: give at least one text")
-        if len(body.documents) > MAX_INPUTS:
-            raise InvalidRequest(f"documents: {len(body.documents)}; at most {MAX_INPUTS}")
-        texts = [body.query, *body.documents]
-        if long := [i for i, t in enumerate(texts) if len(t) > MAX_CHARS]:
-            where = "query" if long[0] == 0 else f"documents[{long[0] - 1}]"
-            raise InvalidRequest(f"{where}: over {MAX_CHARS} characters")
+        if len(body.query) > limits.serve_max_input_chars:
+            raise InvalidRequest(
+                f"query: {len(body.query)} characters; at most {limits.serve_max_input_chars} "
+                "(serve_max_input_chars)"
+            )
+        check_texts("documents", body.documents, limits)
+        if len(body.query) + sum(map(len, body.documents)) > limits.serve_max_request_chars:
+            raise InvalidRequest(
+                f"query and documents: over {limits.serve_max_request_chars} characters in all "
+                "(serve_max_request_chars)"
+            )
         if body.top_n is not None and body.top_n < 1:
             raise InvalidRequest("top_n: at least 1")
         async with turn:
@@ -90,7 +121,7 @@ def embedder_card(embedder: Embedder) -> dict[str, Any]:
     }
 
 
-def add_embedding_routes(app: FastAPI, embedder: Embedder) -> None:
+def add_embedding_routes(app: FastAPI, embedder: Embedder, limits: ServerLimits) -> None:
     turn = asyncio.Lock()
 
     @app.post("/v1/embeddings")
@@ -98,10 +129,7 @@ def add_embedding_routes(app: FastAPI, embedder: Embedder) -> None:
         texts = [body.input] if isinstance(body.input, str) else body.input
         if not texts:
             raise InvalidRequest("input: give at least one text")
-        if len(texts) > MAX_INPUTS:
-            raise InvalidRequest(f"input: {len(texts)} texts; at most {MAX_INPUTS} a request")
-        if long := [i for i, t in enumerate(texts) if len(t) > MAX_CHARS]:
-            raise InvalidRequest(f"input[{long[0]}]: over {MAX_CHARS} characters")
+        check_texts("input", texts, limits)
         async with turn:
             vectors = await asyncio.to_thread(embedder.embed, texts)
         rows = np.asarray(vectors, dtype="<f4")

@@ -6,13 +6,16 @@ drives one. Everything crossing it is token ids, never text, so that what the tr
 exactly what the engine sampled.
 
 Stop strings travel inside ``SamplingParams`` (as in vLLM and the OpenAI API) rather than as a
-third argument, so one object describes a request. Left out: beam search, n > 1 (callers ask
-again), penalties and logit bias; nothing in the RL loop needs them yet.
+third argument, so one object describes a request. ``api_token`` is where every client of an
+OpenAI-compatible server (``RemoteEngine``, the remote embedder and re-ranker) finds the bearer
+token it sends. Left out: beam search, n > 1 (callers ask again), penalties and logit bias;
+nothing in the RL loop needs them yet.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -20,6 +23,21 @@ if TYPE_CHECKING:
     import torch
 
 FinishReason = Literal["stop", "length", "abort"]
+
+SEED_LIMIT = 2**63  # seeds are in [0, SEED_LIMIT): what a torch.Generator takes as an int64
+MAX_STOP_STRINGS = 64  # stop strings of one request: each is searched after every token
+MAX_STOP_CHARS = 1000  # characters of one stop string
+MAX_STOP_TOKEN_IDS = 1024
+TOKEN_ENV = "CHEETAH_API_TOKEN"
+
+
+def api_token(explicit: str | None = None) -> str | None:
+    """The bearer token a client sends to an OpenAI-compatible server: ``explicit``, else
+    ``$CHEETAH_API_TOKEN``, else ``$OPENAI_API_KEY`` (what OpenAI's own clients read), else
+    None (no ``Authorization`` header)."""
+    if explicit is not None:
+        return explicit
+    return os.environ.get(TOKEN_ENV) or os.environ.get("OPENAI_API_KEY") or None
 
 
 class EngineError(RuntimeError):
@@ -52,8 +70,10 @@ class SamplingParams:
     ``stop_token_ids`` (kept in the output ids), or when the decoded text contains one of
     ``stop`` (the ids that produced it are kept; the text is cut before it). ``ignore_eos``
     makes only ``max_tokens`` end a completion (benchmarks). ``top_logprobs`` asks for that
-    many alternatives per position. ``seed`` makes a request's samples reproducible
-    regardless of what else is in its batch.
+    many alternatives per position. ``seed`` (in [0, 2**63)) makes a request's samples
+    reproducible regardless of what else is in its batch. ``validate`` also bounds the work
+    one request puts on every step: at most ``MAX_STOP_STRINGS`` stop strings of
+    ``MAX_STOP_CHARS`` characters, ``MAX_STOP_TOKEN_IDS`` stop ids.
     """
 
     temperature: float = 1.0
@@ -77,14 +97,22 @@ class SamplingParams:
             raise InvalidRequest(f"temperature must be in [0, 100], got {self.temperature}")
         if not (math.isfinite(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise InvalidRequest(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise InvalidRequest(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 <= self.top_k < 2**31:
+            raise InvalidRequest(f"top_k must be in [0, 2**31) (0 = off), got {self.top_k}")
         if self.max_tokens < 1:
             raise InvalidRequest(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not 0 <= self.top_logprobs <= 20:
             raise InvalidRequest(f"top_logprobs must be in [0, 20], got {self.top_logprobs}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise InvalidRequest("stop strings must be non-empty strings")
+        if len(self.stop) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in self.stop):
+            raise InvalidRequest(
+                f"stop: at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters"
+            )
+        if len(self.stop_token_ids) > MAX_STOP_TOKEN_IDS:
+            raise InvalidRequest(f"stop_token_ids: at most {MAX_STOP_TOKEN_IDS} ids")
+        if self.seed is not None and not 0 <= self.seed < SEED_LIMIT:
+            raise InvalidRequest(f"seed must be in [0, 2**63), got {self.seed}")
         return self
 
 

@@ -16,6 +16,11 @@ synced weights per server. A server that holds the weights in another dtype than
 sends refuses every delta (409), so each sync there pays for an encoding before its checkpoint;
 give such servers ``delta_route=None``.
 
+Every request, the weight routes included, carries ``Authorization: Bearer TOKEN`` where
+``TOKEN`` is ``api_key``, else ``$CHEETAH_API_TOKEN``, else ``$OPENAI_API_KEY``
+(``protocol.api_token``): ``cheetah serve --token-file`` wants it on every route but
+``/health``, and refuses the weight routes (403) when it was started without one.
+
 Servers that plug in (``kind``; ``model.engine_kind`` in a run config):
 
 - ``cheetah``: ``cheetah serve --model default --port 8000``; weights via ``POST /v1/weights``
@@ -49,7 +54,6 @@ sharing one encoded delta (or one host copy) between servers that hold the same 
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -62,6 +66,7 @@ from cheetah.inference.protocol import (
     EngineError,
     InvalidRequest,
     SamplingParams,
+    api_token,
     is_context_message,
 )
 
@@ -99,6 +104,7 @@ class RemoteEngine:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         """``kind``: which server's weight-update calls to use (module docstring);
+        ``api_key``: the bearer token sent on every request (default: ``api_token()``);
         ``delta_route``: where ``load_weights`` posts weight deltas (None: checkpoints only;
         always None for vLLM and SGLang, which take no deltas)."""
         if kind not in SERVER_KINDS:
@@ -114,7 +120,7 @@ class RemoteEngine:
         self.delta_route = delta_route
         self.last_sync: WeightSync | None = None
         self._synced: tuple[int, dict[str, torch.Tensor]] | None = None  # version, host copy
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_token(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout_s, headers=headers, transport=transport

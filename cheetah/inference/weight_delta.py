@@ -26,9 +26,14 @@ the compressed plane sizes. Modes:
   once; found by CRC-32 and confirmed by comparing bytes, so it needs no shared storage.
 
 The result holds exactly the names of ``new``; names only in ``base`` are dropped. The CRC-32
-of every result tensor is checked after applying. Bytes are in host byte order (both ends
-little-endian; another order fails the checks rather than loading). Tensors are encoded and
-decoded on a thread pool; torch, zlib and zstandard release the GIL.
+of every result tensor is checked after applying. A blob is sized before anything is
+allocated or decompressed: ``read_header`` refuses unknown dtypes, names given twice and any
+tensor over ``MAX_TENSOR_BYTES``; ``apply_delta`` refuses a blob whose tensors together would
+hold more than ``max_bytes`` (default: twice the base's bytes + 64 MiB), so a header that
+declares a shape like ``[2**62, 2**62]`` is a ``MalformedDelta``, never an allocation. Bytes
+are in host byte order (both ends little-endian; another order fails the checks rather than
+loading). Tensors are encoded and decoded on a thread pool; torch, zlib and zstandard release
+the GIL.
 
 Left out: lossy tricks (sparsification, quantized deltas, top-k); delta chains (a blob is
 always against one base version, the one the receiver holds); streaming (the blob is built and
@@ -50,6 +55,8 @@ import torch
 
 MAGIC = b"CHTDELTA"
 FORMAT = 1
+MAX_TENSOR_BYTES = 1 << 40  # 1 TiB: past any one tensor of a model this code serves
+SLACK_BYTES = 64 << 20  # what apply_delta allows on top of twice the base's bytes
 _INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -138,7 +145,7 @@ def read_header(blob: bytes | memoryview) -> tuple[dict[str, Any], int]:
     (size,) = struct.unpack_from("<Q", view, len(MAGIC))
     try:
         header = json.loads(bytes(view[start : start + size]))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise MalformedDelta("the delta's header is not valid JSON") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         found = header.get("format") if isinstance(header, dict) else None
@@ -148,7 +155,24 @@ def read_header(blob: bytes | memoryview) -> tuple[dict[str, Any], int]:
     tensors = header.get("tensors")
     if not isinstance(tensors, list) or not all(_entry_ok(e) for e in tensors):
         raise MalformedDelta("the delta's header has a malformed tensor list")
+    names = [e["name"] for e in tensors]
+    if len(set(names)) != len(names):
+        raise MalformedDelta("the delta's header names a tensor twice")
+    for entry in tensors:
+        size_of(entry)
     return header, start + size
+
+
+def size_of(entry: dict[str, Any]) -> int:
+    """The bytes a header entry's tensor holds; ``MalformedDelta`` for an unknown dtype or a
+    tensor over ``MAX_TENSOR_BYTES`` (computed on Python ints: no overflow, no allocation)."""
+    nbytes = math.prod(entry["shape"]) * _dtype(entry["dtype"]).itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise MalformedDelta(
+            f"tensor {entry['name']}: shape {entry['shape']} of {entry['dtype']} would hold "
+            f"{nbytes} bytes, over the {MAX_TENSOR_BYTES} a delta tensor may hold"
+        )
+    return nbytes
 
 
 def _entry_ok(entry: Any) -> bool:
@@ -160,6 +184,7 @@ def _entry_ok(entry: Any) -> bool:
         isinstance(entry.get("name"), str)
         and isinstance(entry.get("dtype"), str)
         and isinstance(shape, list)
+        and len(shape) <= 64  # torch's most dimensions
         and all(isinstance(n, int) and n >= 0 for n in shape)
         and isinstance(entry.get("crc"), int)
     )
@@ -178,10 +203,12 @@ def apply_delta(
     held_version: int,
     *,
     workers: int | None = None,
+    max_bytes: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], int]:
     """``base`` (at ``held_version``) plus ``blob``: the new state dict (CPU tensors) and its
     version. Raises ``DeltaMismatch`` before decoding anything if the blob was made against
-    another version or other tensors, ``MalformedDelta`` if it cannot be read."""
+    another version or other tensors, ``MalformedDelta`` if it cannot be read or its tensors
+    would hold more than ``max_bytes`` together (default: twice ``base``'s bytes + 64 MiB)."""
     header, offset = read_header(blob)
     if header["base_version"] != held_version:
         raise DeltaMismatch(
@@ -189,6 +216,13 @@ def apply_delta(
             f"the receiver holds version {held_version}"
         )
     entries = header["tensors"]
+    limit = max_bytes if max_bytes is not None else 2 * state_bytes(base) + SLACK_BYTES
+    total = sum(size_of(e) for e in entries if e["mode"] != "same")
+    if total > limit:
+        raise MalformedDelta(
+            f"the delta's tensors would hold {total} bytes, over this receiver's limit of "
+            f"{limit} bytes"
+        )
     view = memoryview(blob)
     spans = []  # (entry, where its planes start), checked against the blob's length up front
     for entry in entries:
@@ -217,6 +251,11 @@ def apply_delta(
     return out, int(header["new_version"])
 
 
+def state_bytes(state: dict[str, torch.Tensor]) -> int:
+    """The bytes of a state dict's tensors (tied ones counted once per name)."""
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
 def _check_base(old: torch.Tensor | None, entry: dict[str, Any]) -> None:
     """The base tensor of an ``xor`` entry exists with its dtype, shape and content (CRC-32)."""
     name, shape = entry["name"], list(entry["shape"])
@@ -242,7 +281,7 @@ def _decode_tensor(
     codec: str,
 ) -> torch.Tensor:
     name, dtype, shape = entry["name"], _dtype(entry["dtype"]), tuple(entry["shape"])
-    width = torch.empty((), dtype=dtype).element_size()
+    width = dtype.itemsize
     if len(entry["planes"]) != width:
         raise MalformedDelta(f"tensor {name} has {len(entry['planes'])} byte planes, not {width}")
     numel = math.prod(shape)
@@ -325,7 +364,7 @@ def _decompress(codec: str, data: memoryview, size: int) -> bytes:
             raise MalformedDelta(
                 "the delta is zstd-compressed; zstandard is not installed"
             ) from None
-        try:
+        try:  # max_output_size is allocated up front: ``size`` was bounded before this
             out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size + 1)
         except zstandard.ZstdError as e:
             raise MalformedDelta(f"a delta plane does not decompress: {e}") from None

@@ -106,6 +106,12 @@ class ModelSection(_Section):
         Path("/tmp/cheetah-weights"),
         description="where checkpoints for engine_urls are written (the servers must read it)",
     )
+    engine_token_file: Path | None = Field(
+        None,
+        description="file holding the bearer token of the engine_urls servers (cheetah serve "
+        "--token-file; it refuses weight syncs without one); unset: $CHEETAH_API_TOKEN, "
+        "then $OPENAI_API_KEY",
+    )
 
 
 class TasksSection(_Section):

@@ -20,11 +20,16 @@ from cheetah.rl.scheduler import Finished, RolloutSpec
 
 
 def remote_engines(cfg: TrainRunConfig) -> list[Any]:
+    """One ``RemoteEngine`` per ``model.engine_urls`` server, each sending the bearer token
+    of ``model.engine_token_file`` (unset: ``$CHEETAH_API_TOKEN``, then ``$OPENAI_API_KEY``)."""
+    from cheetah.core.http_gate import read_token
     from cheetah.inference.remote import RemoteEngine
 
     m = cfg.model
+    token = read_token(m.engine_token_file) if m.engine_token_file is not None else None
     return [
-        RemoteEngine(url, kind=m.engine_kind, staging_dir=m.staging_dir) for url in m.engine_urls
+        RemoteEngine(url, kind=m.engine_kind, staging_dir=m.staging_dir, api_key=token)
+        for url in m.engine_urls
     ]
 
 

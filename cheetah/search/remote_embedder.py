@@ -8,29 +8,49 @@ float32 (4 bytes a dimension, not ~10 of JSON text) when the server offers it, e
 JSON floats, and are L2-normalized here so any server's vectors compare by dot product.
 
 The name is the served model's id (``GET /v1/models``, the embedder card), so a saved index
-made through one server is reused through another serving the same model. Left out:
-retries (the fleet client retries env servers; a failed search is a tool error the model
-reads), and client-side batching beyond ``batch`` texts a request.
+made through one server is reused through another serving the same model.
+
+Requests fit ``cheetah serve``'s default limits (``service_client.SERVE_LIMITS``): at most
+``batch`` texts (256, ``serve_max_inputs``) and ``max_request_chars`` characters a request,
+each text cut to ``max_input_chars`` (the model reads a few hundred tokens of it anyway).
+Every request carries the bearer token (``token``, else ``$CHEETAH_API_TOKEN``, else
+``$OPENAI_API_KEY``). Left out: retries (the fleet client retries env servers; a failed
+search is a tool error the model reads).
 """
 
 from __future__ import annotations
 
 import base64
 
-import httpx
 import numpy as np
 
 from cheetah.search.embedder import EmbedderUnavailable
-from cheetah.search.service_client import model_cards, post_json
+from cheetah.search.service_client import (
+    SERVE_LIMITS,
+    batches,
+    model_cards,
+    post_json,
+    service_http,
+)
 
 
 class RemoteEmbedder:
     def __init__(
-        self, base_url: str, model: str | None = None, timeout_s: float = 120.0, batch: int = 256
+        self,
+        base_url: str,
+        model: str | None = None,
+        timeout_s: float = 120.0,
+        batch: int = SERVE_LIMITS.serve_max_inputs,
+        *,
+        token: str | None = None,
+        max_input_chars: int = SERVE_LIMITS.serve_max_input_chars,
+        max_request_chars: int = SERVE_LIMITS.serve_max_request_chars,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.batch = batch
-        self._http = httpx.Client(timeout=timeout_s)
+        self.max_input_chars = max_input_chars
+        self.max_request_chars = max_request_chars
+        self._http = service_http(timeout_s, token)
         self.name = model or self._served_name()
         self.dim = int(self._request(["dimension probe"]).shape[1])
 
@@ -61,8 +81,9 @@ class RemoteEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._request(texts[i : i + self.batch]) for i in range(0, len(texts), self.batch)]
-        return np.concatenate(parts)
+        cut = [t[: self.max_input_chars] for t in texts]
+        spans = batches(cut, self.batch, self.max_request_chars)
+        return np.concatenate([self._request(cut[span.start : span.stop]) for span in spans])
 
 
 def _vector(value: str | list[float]) -> np.ndarray:

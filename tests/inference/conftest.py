@@ -1,4 +1,5 @@
-"""The tiny random model, one engine per test module, and a live server on a free port."""
+"""The tiny random model, one engine per test module, and a live server on a free port
+(started with ``TOKEN``: its clients send it, as ``AUTH`` for plain httpx calls)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import uvicorn
 from cheetah.inference.local import LocalEngine
 from cheetah.inference.server import create_app
 from cheetah.model.loading import LoadedModel, build_tiny
+
+TOKEN = "test-token-" + "t" * 21
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +37,7 @@ def engine(tiny: LoadedModel) -> Iterator[LocalEngine]:
 def server_url() -> Iterator[str]:
     """A cheetah server over its own tiny engine (weights may change: tests reload them)."""
     engine = LocalEngine.from_loaded(build_tiny(), max_batch=8)
-    url, stop = serve_in_thread(create_app(engine, "tiny"))
+    url, stop = serve_in_thread(create_app(engine, "tiny", token=TOKEN))
     yield url
     stop()
     engine.close()

@@ -15,13 +15,14 @@ from cheetah.inference.protocol import (
 )
 from cheetah.inference.remote import RemoteEngine
 from cheetah.model.loading import build_tiny
+from tests.inference.conftest import TOKEN
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=7, ignore_eos=True)
 
 
 @pytest.fixture
 async def remote(server_url, tmp_path):
-    eng = RemoteEngine(server_url, staging_dir=tmp_path / "staging")
+    eng = RemoteEngine(server_url, staging_dir=tmp_path / "staging", api_key=TOKEN)
     yield eng
     await eng.aclose()
 
@@ -161,3 +162,29 @@ async def test_vllm_without_its_development_mode_names_the_missing_setting(tmp_p
     )
     with pytest.raises(EngineError, match="VLLM_SERVER_DEV_MODE=1"):
         await eng.load_weights({"w": torch.ones(2)}, 1)
+
+
+async def test_the_rl_config_gives_its_remote_engines_the_token_for_weight_sync(
+    server_url, tmp_path, monkeypatch
+):
+    """``model.engine_token_file``: what `cheetah train` syncs weights to a tokened server with."""
+    from cheetah.rl.config import TrainRunConfig
+    from cheetah.rl.task_rollout import remote_engines
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("CHEETAH_API_TOKEN", raising=False)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    model = {"engine_urls": [f"{server_url}/v1"], "staging_dir": str(tmp_path / "staging")}
+    for token_file, works in ((None, False), (tmp_path / "token", True)):
+        cfg = TrainRunConfig.model_validate({"model": model | {"engine_token_file": token_file}})
+        [remote] = remote_engines(cfg)
+        version = remote.policy_version + 1
+        try:
+            if works:
+                await remote.load_weights(build_tiny(seed=22).model.state_dict(), version)
+                assert httpx.get(f"{server_url}/health").json()["policy_version"] == version
+            else:
+                with pytest.raises(InvalidRequest, match="401"):
+                    await remote.load_weights(build_tiny(seed=22).model.state_dict(), version)
+        finally:
+            await remote.aclose()

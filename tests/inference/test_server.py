@@ -16,6 +16,7 @@ import pytest
 from cheetah.cli.serve import add_commands, run_serve
 from cheetah.model.chat import prompt_token_ids
 from cheetah.model.loading import build_tiny
+from tests.inference.conftest import AUTH, TOKEN
 
 MESSAGES = [
     {"role": "system", "content": "You are a coding agent."},
@@ -25,7 +26,7 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def client(server_url):
-    return openai.OpenAI(base_url=f"{server_url}/v1", api_key="unused", max_retries=0)
+    return openai.OpenAI(base_url=f"{server_url}/v1", api_key=TOKEN, max_retries=0)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +139,8 @@ def test_weights_reload_from_a_checkpoint_and_bump_the_version(client, server_ur
     version = httpx.get(f"{server_url}/health").json()["policy_version"]
     other = build_tiny(seed=5)
     other.model.save_pretrained(tmp_path / "ckpt")
-    resp = httpx.post(f"{server_url}/v1/weights", json={"path": str(tmp_path / "ckpt")})
+    body = {"path": str(tmp_path / "ckpt")}
+    resp = httpx.post(f"{server_url}/v1/weights", json=body, headers=AUTH)
     assert resp.status_code == 200 and resp.json()["policy_version"] == version + 1
     after = _chat(client)
     assert after.policy_version == version + 1
@@ -147,7 +149,7 @@ def test_weights_reload_from_a_checkpoint_and_bump_the_version(client, server_ur
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "model.safetensors").write_bytes(b"corrupt" * 100)
     for path in (tmp_path / "bad", tmp_path / "missing"):
-        resp = httpx.post(f"{server_url}/v1/weights", json={"path": str(path)})
+        resp = httpx.post(f"{server_url}/v1/weights", json={"path": str(path)}, headers=AUTH)
         assert resp.status_code == 400
         assert str(path) in resp.json()["error"]["message"]
     assert httpx.get(f"{server_url}/health").json()["policy_version"] == version + 1
@@ -162,7 +164,10 @@ def test_serve_command_parses_and_rejects_an_unknown_model(tmp_path, capsys):
     assert "no model at" in capsys.readouterr().err
 
 
-def test_cheetah_serve_starts_a_server_that_answers():
+def test_cheetah_serve_starts_a_server_that_answers(tmp_path):
+    """With --token-file: the token guards every route but /health and is never printed."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -174,8 +179,9 @@ def test_cheetah_serve_starts_a_server_that_answers():
         "a = p.parse_args(sys.argv[1:])\n"
         "sys.exit(a.func(a))\n"
     )
+    argv = ["serve", "--model", "tiny", "--port", str(port), "--token-file", str(token_file)]
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, "serve", "--model", "tiny", "--port", str(port)],
+        [sys.executable, "-c", script, *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -191,11 +197,14 @@ def test_cheetah_serve_starts_a_server_that_answers():
                 assert time.monotonic() < deadline, "cheetah serve did not come up"
                 time.sleep(0.2)
         assert health["model"] == "tiny"
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        assert httpx.get(f"{url}/v1/models").status_code == 401
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
         assert len(_chat(client).choices[0].token_ids) == 6
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert str(token_file) in err and TOKEN not in err
 
 
 async def test_concurrent_clients_are_batched_and_get_their_own_answers(server_url, client):
@@ -209,7 +218,7 @@ async def test_concurrent_clients_are_batched_and_get_their_own_answers(server_u
             "temperature": 0,
         }
 
-    async with httpx.AsyncClient(base_url=server_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=server_url, timeout=60, headers=AUTH) as http:
         replies = await asyncio.gather(
             *[http.post("/v1/chat/completions", json=body(q)) for q in questions]
         )
@@ -223,10 +232,33 @@ async def test_the_harness_openai_policy_gets_engine_ids_from_this_server(server
     from cheetah.harness.openai_policy import OpenAIPolicy
     from cheetah.harness.trajectory import Message
 
-    policy = OpenAIPolicy(f"{server_url}/v1", model="tiny", temperature=0.0, max_tokens=5)
+    policy = OpenAIPolicy(
+        f"{server_url}/v1", model="tiny", temperature=0.0, max_tokens=5, api_key=TOKEN
+    )
     messages = [Message(role="user", content="List the files.")]
     gen = await policy.generate(messages)
     assert gen.prompt_token_ids == prompt_token_ids(messages, tok)
     assert gen.token_ids is not None and len(gen.token_ids) == len(gen.logprobs) == 5
     assert gen.text == tok.decode(gen.token_ids, skip_special_tokens=True)
     assert gen.policy_version is not None
+
+
+def test_cheetah_agent_sends_the_token_from_its_file_or_the_environment(
+    server_url, tmp_path, monkeypatch, capsys
+):
+    from cheetah.cli.agent import add_commands as add_agent
+
+    parser = argparse.ArgumentParser(prog="cheetah")
+    add_agent(parser.add_subparsers(dest="command"))
+    (tmp_path / "token").write_text(TOKEN)
+    argv = ["agent", "say hi", "--repo", str(tmp_path), "--model", f"{server_url}/v1"]
+    argv += ["--max-turns", "1", "--max-new-tokens", "2", "--quiet"]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("CHEETAH_API_TOKEN", raising=False)
+    args = parser.parse_args(argv)
+    assert args.func(args) == 1 and "answered 401" in capsys.readouterr().err
+    args = parser.parse_args([*argv, "--token-file", str(tmp_path / "token")])
+    assert args.func(args) == 0
+    monkeypatch.setenv("CHEETAH_API_TOKEN", TOKEN)
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0

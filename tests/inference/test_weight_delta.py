@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import struct
 
 import httpx
 import pytest
@@ -12,14 +14,16 @@ from cheetah.inference.local import LocalEngine
 from cheetah.inference.remote import RemoteEngine
 from cheetah.inference.server import create_app
 from cheetah.inference.weight_delta import (
+    MAGIC,
     DeltaMismatch,
     MalformedDelta,
     apply_delta,
     encode_delta,
     read_header,
 )
+from cheetah.limits import ServerLimits
 from cheetah.model.loading import build_tiny
-from tests.inference.conftest import serve_in_thread
+from tests.inference.conftest import AUTH, TOKEN, serve_in_thread
 
 # inf, -inf, quiet NaN, signalling NaN, NaN with every payload bit, -0.0, the smallest denormal
 SPECIAL_BITS = {
@@ -127,6 +131,43 @@ def test_a_receiver_holding_other_tensors_gets_a_mismatch_naming_them(change, me
         apply_delta(held, blob, held_version=3)
 
 
+def _rewritten(blob: bytes, edit) -> bytes:
+    """``blob`` with its JSON header changed by ``edit`` (the payload as it was)."""
+    header, offset = read_header(blob)
+    edit(header)
+    raw = json.dumps(header).encode()
+    return MAGIC + struct.pack("<Q", len(raw)) + raw + blob[offset:]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda h: h["tensors"][0].update(shape=[2**62, 2**62]), "would hold"),  # OverflowError
+        (lambda h: h["tensors"][0].update(shape=[2**19, 2**19]), "over this receiver's limit"),
+        (lambda h: h["tensors"][0].update(mode="whole", shape=[2**30]), "receiver's limit"),
+        (lambda h: h["tensors"][0].update(shape=[1] * 65), "malformed tensor list"),
+        (lambda h: h["tensors"][0].update(dtype="__class__"), "unknown dtype"),
+        (lambda h: h["tensors"].append(h["tensors"][0]), "names a tensor twice"),
+    ],
+    ids=["2**124 elements", "1 TiB", "4 GiB whole", "65 dims", "not a dtype", "twice"],
+)
+def test_a_header_declaring_absurd_tensors_is_refused_before_any_allocation(edit, message):
+    """Sized on Python ints before anything is allocated or decompressed: no OverflowError,
+    no giant buffer (zstd preallocates what it is told a plane holds)."""
+    base, new = _pair()
+    blob = _rewritten(encode_delta(base, new, 3, 4), edit)
+    with pytest.raises(MalformedDelta, match=message):
+        apply_delta(base, blob, held_version=3)
+
+
+def test_max_bytes_bounds_what_a_delta_may_decode_to():
+    base, new = _pair()
+    blob = encode_delta(base, new, 3, 4)
+    with pytest.raises(MalformedDelta, match="over this receiver's limit of 50 bytes"):
+        apply_delta(base, blob, held_version=3, max_bytes=50)
+    _assert_bit_equal(apply_delta(base, blob, held_version=3, max_bytes=(6 * 4 + 3) * 4)[0], new)
+
+
 def test_bytes_that_are_not_a_whole_delta_are_malformed():
     base, new = _pair()
     blob = encode_delta(base, new, 3, 4)
@@ -142,7 +183,7 @@ def test_bytes_that_are_not_a_whole_delta_are_malformed():
 def delta_server():
     """A live cheetah server whose engine the tests can inspect."""
     engine = LocalEngine.from_loaded(build_tiny(), max_batch=8)
-    url, stop = serve_in_thread(create_app(engine, "tiny"))
+    url, stop = serve_in_thread(create_app(engine, "tiny", token=TOKEN))
     yield url, engine
     stop()
     engine.close()
@@ -160,7 +201,7 @@ async def test_successive_syncs_go_as_deltas_and_match_the_trainer_bit_for_bit(
     url, engine = delta_server
     trainer = copy.deepcopy(build_tiny(seed=3).model)
     opt = torch.optim.AdamW(trainer.parameters(), lr=1e-5)
-    remote = RemoteEngine(url, staging_dir=tmp_path)
+    remote = RemoteEngine(url, staging_dir=tmp_path, api_key=TOKEN)
     held = httpx.get(f"{url}/health").json()["policy_version"]
     try:
         await remote.load_weights(trainer.state_dict(), held + 1)
@@ -182,8 +223,8 @@ async def test_successive_syncs_go_as_deltas_and_match_the_trainer_bit_for_bit(
 async def test_a_server_that_moved_on_gets_a_full_checkpoint(delta_server, tmp_path):
     url, engine = delta_server
     trainer = copy.deepcopy(build_tiny(seed=4).model)
-    remote = RemoteEngine(url, staging_dir=tmp_path / "a")
-    other = RemoteEngine(url, staging_dir=tmp_path / "b")
+    remote = RemoteEngine(url, staging_dir=tmp_path / "a", api_key=TOKEN)
+    other = RemoteEngine(url, staging_dir=tmp_path / "b", api_key=TOKEN)
     v = httpx.get(f"{url}/health").json()["policy_version"] + 1
     try:
         await remote.load_weights(trainer.state_dict(), v)
@@ -214,17 +255,20 @@ def test_the_delta_route_answers_409_on_a_version_mismatch(delta_server):
     held = httpx.get(f"{url}/health").json()["policy_version"]
     state = {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
     blob = encode_delta(state, state, held + 100, held + 101)
-    resp = httpx.post(f"{url}/v1/weights/delta", content=blob)
+    resp = httpx.post(f"{url}/v1/weights/delta", content=blob, headers=AUTH)
     assert resp.status_code == 409
     assert f"holds version {held}" in resp.json()["error"]["message"]
-    resp = httpx.post(f"{url}/v1/weights/delta", content=b"junk")
+    resp = httpx.post(f"{url}/v1/weights/delta", content=b"junk", headers=AUTH)
     assert resp.status_code == 400 and "bad magic" in resp.json()["error"]["message"]
     assert httpx.get(f"{url}/health").json()["policy_version"] == held
 
 
 async def test_the_delta_route_refuses_bodies_over_its_limit(delta_server):
     _, engine = delta_server
-    app = create_app(engine, "tiny", max_delta_bytes=100)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://t") as c:
+    app = create_app(engine, "tiny", token=TOKEN, limits=ServerLimits(serve_max_delta_bytes=100))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://t", headers=AUTH
+    ) as c:
         resp = await c.post("/v1/weights/delta", content=b"x" * 101)
     assert resp.status_code == 413 and "limit of 100 bytes" in resp.json()["error"]["message"]
+    assert resp.json()["error"]["type"] == "request_too_large"

@@ -175,8 +175,11 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
 
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    token_file = tmp_path / "serve-token"
+    token_file.write_text("s" * 32)  # weight sync needs the token, even on loopback
+    argv = [BIN / "cheetah", "serve", "--model", "tiny", "--port", str(port)]
     server = subprocess.Popen(
-        [BIN / "cheetah", "serve", "--model", "tiny", "--port", str(port)],
+        [*argv, "--token-file", str(token_file)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -195,6 +198,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
             tmp_path,
             "train.steps=1",
             f'model.engine_urls=["http://127.0.0.1:{port}/v1"]',
+            f'model.engine_token_file="{token_file}"',
             f'model.staging_dir="{staging}"',
             f'rollout.env_urls=["{env_server.url}"]',
             f'rollout.env_token_file="{env_server.token_file}"',

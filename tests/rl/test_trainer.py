@@ -122,11 +122,11 @@ async def test_sync_to_a_remote_engine_goes_through_a_checkpoint_directory(
     checkpoint directory, the path vLLM and SGLang use; its logprobs then match the trainer's."""
     from cheetah.inference.remote import RemoteEngine
     from cheetah.inference.server import create_app
-    from tests.inference.conftest import serve_in_thread
+    from tests.inference.conftest import TOKEN, serve_in_thread
 
     engine, trainer = setup
-    url, stop = serve_in_thread(create_app(engine, "tiny"))
-    remote = RemoteEngine(f"{url}/v1", staging_dir=tmp_path / "staging")
+    url, stop = serve_in_thread(create_app(engine, "tiny", token=TOKEN))
+    remote = RemoteEngine(f"{url}/v1", staging_dir=tmp_path / "staging", api_key=TOKEN)
     try:
         sample = sample_from_trajectory(
             await rollout(engine, tokenizer, ws, 6), tokenizer, advantage=1.0

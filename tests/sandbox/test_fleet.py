@@ -1,8 +1,8 @@
 """EnvFleet over real env server processes: placement, backpressure, surviving a dead server."""
 
 import asyncio
-import shutil
 import json
+import shutil
 import time
 from pathlib import Path
 
