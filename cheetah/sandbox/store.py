@@ -249,7 +249,7 @@ class SnapshotStore:
         try:
             if spec.kind == "dir":
                 src = Path(spec.path).expanduser().resolve()
-                skipped = copy_readable_tree(src, tmp, limits.snapshot_max_depth)
+                skipped = copy_readable_tree(src, tmp, limits)
                 if skipped:
                     _note_skipped(src, skipped)
             else:
@@ -556,14 +556,17 @@ class _Reader:
         return bits & need == need
 
 
-def copy_readable_tree(src: Path, dest: Path, max_depth: int) -> list[str]:
+def copy_readable_tree(src: Path, dest: Path, limits: ServerLimits) -> list[str]:
     """Copy the directory ``src`` to ``dest`` (which must not exist): directories, regular
-    files and symbolic links (as links), levels below ``max_depth`` refused. As root, what
-    the owner of ``src`` could not read is left out; returns those paths. Every entry is
-    opened by descriptor below ``src`` without following links."""
+    files and symbolic links (as links), bounded like a tarball (``snapshot_max_bytes`` of
+    files, ``snapshot_max_members`` entries, ``snapshot_max_depth`` levels: SnapshotError).
+    As root, what the owner of ``src`` could not read is left out; returns those paths.
+    Every entry is opened by descriptor below ``src`` without following links, and a file's
+    readability is checked again on what was opened."""
     top = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
     euid = os.geteuid()
     reader = _Reader(os.fstat(top).st_uid if euid == 0 else euid)
+    budget = _CopyBudget(src, limits)
     skipped: list[str] = []
     os.mkdir(dest, 0o700)
     modes: list[tuple[Path, int]] = [(dest, 0o755)]  # set last: a 0555 dir must fill first
@@ -572,30 +575,25 @@ def copy_readable_tree(src: Path, dest: Path, max_depth: int) -> list[str]:
         while stack:
             fd, out, rel, depth = stack.pop()
             try:
-                names = sorted(os.listdir(fd))
-                for name in names:
+                for name in sorted(os.listdir(fd)):
                     child = f"{rel}/{name}" if rel else name
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                     if stat.S_ISLNK(st.st_mode):
+                        budget.entry(child)
                         os.symlink(os.readlink(name, dir_fd=fd), out / name)
                     elif stat.S_ISDIR(st.st_mode):
                         if not reader.can(st, 5):
                             skipped.append(child + "/")
                             continue
-                        if depth + 1 > max_depth:
-                            raise SnapshotError(
-                                f"snapshot directory {str(src)!r} is deeper than {max_depth} "
-                                f"levels at {child!r} (snapshot_max_depth)"
-                            )
+                        budget.entry(child, depth + 1)
                         sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                         (out / name).mkdir(mode=0o700)
                         modes.append((out / name, stat.S_IMODE(st.st_mode) & 0o777))
                         stack.append((sub, out / name, child, depth + 1))
                     elif stat.S_ISREG(st.st_mode):
-                        if not reader.can(st, 4):
+                        budget.entry(child)
+                        if not _copy_file(fd, name, out / name, reader, budget):
                             skipped.append(child)
-                            continue
-                        _copy_file(fd, name, out / name)
             finally:
                 os.close(fd)
     except BaseException:
@@ -607,12 +605,43 @@ def copy_readable_tree(src: Path, dest: Path, max_depth: int) -> list[str]:
     return skipped
 
 
-def _copy_file(dir_fd: int, name: str, dest: Path) -> None:
+class _CopyBudget:
+    """What a directory copy has used of the snapshot limits; SnapshotError past one."""
+
+    def __init__(self, src: Path, limits: ServerLimits) -> None:
+        self.src, self.limits = src, limits
+        self.entries = self.bytes = 0
+
+    def entry(self, rel: str, depth: int = 0) -> None:
+        self.entries += 1
+        if self.entries > self.limits.snapshot_max_members:
+            self._refuse(
+                f"holds over {self.limits.snapshot_max_members} entries (snapshot_max_members)"
+            )
+        if depth > self.limits.snapshot_max_depth:
+            self._refuse(
+                f"is deeper than {self.limits.snapshot_max_depth} levels at {rel!r} "
+                "(snapshot_max_depth)"
+            )
+
+    def data(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes > self.limits.snapshot_max_bytes:
+            self._refuse(f"holds over {self.limits.snapshot_max_bytes} bytes (snapshot_max_bytes)")
+
+    def _refuse(self, why: str) -> None:
+        raise SnapshotError(f"snapshot directory {str(self.src)!r} {why}")
+
+
+def _copy_file(dir_fd: int, name: str, dest: Path, reader: _Reader, budget: _CopyBudget) -> bool:
+    """Copy one regular file; False (nothing written) when what opens is not a regular file
+    its owner's reader may read (it was swapped since it was listed)."""
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     try:
         st = os.fstat(src)
-        if not stat.S_ISREG(st.st_mode):
-            return  # swapped for something else while copying: not ours to read
+        if not stat.S_ISREG(st.st_mode) or not reader.can(st, 4):
+            return False
+        budget.data(st.st_size)
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with open(src, "rb", closefd=False) as fi, open(out, "wb", closefd=False) as fo:
@@ -621,6 +650,7 @@ def _copy_file(dir_fd: int, name: str, dest: Path) -> None:
         finally:
             os.close(out)
         os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return True
     finally:
         os.close(src)
 

@@ -3,19 +3,28 @@
 A command can make a directory thousands of levels deep; Python 3.11's ``shutil.rmtree``
 and ``copytree`` recurse once per level and fail with ``RecursionError`` there. ``rm``
 and ``cp`` walk iteratively, never follow links, and keep what ``cp -a`` keeps (modes,
-owners, times, xattrs such as overlay whiteouts), so both go through them; a process per
-call costs a few milliseconds, on close, reset and fork only.
+owners, times, xattrs such as overlay whiteouts). Copies always go through ``cp`` (a few
+milliseconds, on fork and on reset without overlay); removal tries ``shutil.rmtree``
+first, since a closed overlay session leaves only a few entries, and hands a tree too deep
+for it to ``rm``.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 
 def remove_tree(path: Path) -> None:
-    """Remove ``path`` and everything under it (nothing if it is gone); never raises for
-    what is already gone, and stays on ``path``'s filesystem (no mount below it is entered)."""
+    """Remove ``path`` and everything under it (nothing if it is gone), never raising; a
+    tree too deep for ``shutil.rmtree`` goes to ``rm``, which stays on ``path``'s
+    filesystem (no mount below it is entered)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
     subprocess.run(
         ["rm", "-rf", "--one-file-system", "--", str(path)],
         stdout=subprocess.DEVNULL,

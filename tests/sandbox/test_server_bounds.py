@@ -379,3 +379,27 @@ def test_limits_come_from_a_file_and_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CHEETAH_ENV_MAX_CALLS", "lots")
     with pytest.raises(ConfigError, match="CHEETAH_ENV_MAX_CALLS"):
         ServerLimits.load()
+
+
+@pytest.mark.parametrize(
+    ("limit", "shape"),
+    [
+        ({"snapshot_max_members": 10}, {"files": 20, "size": 1, "depth": 1}),
+        ({"snapshot_max_bytes": 1000}, {"files": 1, "size": 2000, "depth": 1}),
+        ({"snapshot_max_depth": 4}, {"files": 1, "size": 1, "depth": 6}),
+    ],
+)
+async def test_a_directory_snapshot_is_bounded_like_a_tarball(tmp_path, limit, shape):
+    """A token holder naming a huge directory under a root gets a 400, not a full disk."""
+    repo = tmp_path / "repo"
+    deep = repo.joinpath(*["d"] * shape["depth"])
+    deep.mkdir(parents=True)
+    for i in range(shape["files"]):
+        (deep / f"f{i}.txt").write_bytes(b"x" * shape["size"])
+    env = _local_env(tmp_path, **limit)
+    env.snapshot_roots = [tmp_path]
+    with pytest.raises(EnvError) as e:
+        await env.create_session(f"dir:{repo}")
+    assert e.value.status == 400 and next(iter(limit)) in str(e.value)
+    assert not [p for p in (tmp_path / "base" / "snapshots").iterdir()]  # nothing kept
+    await env.aclose()
