@@ -140,7 +140,7 @@ class LocalEnv:
             spec = SnapshotSpec.parse(snapshot)
         except (SnapshotError, ValueError) as e:
             raise EnvError(str(e), 400) from None
-        self._check_root(spec)
+        spec = self._check_root(spec)
         self._pending += 1
         try:
             bs = await self.backend.create(spec, session_id, refresh)
@@ -152,10 +152,11 @@ class LocalEnv:
             self._pending -= 1
         return self._register(bs, snapshot)
 
-    def _check_root(self, spec: SnapshotSpec) -> None:
-        """403 unless ``spec`` is an upload or resolves (links followed) inside a root."""
+    def _check_root(self, spec: SnapshotSpec) -> SnapshotSpec:
+        """``spec`` with its path resolved (links followed), 403 unless that lies inside a
+        root; an upload, or any spec when there are no roots (in process), as it is."""
         if self.snapshot_roots is None or spec.kind == "upload":
-            return
+            return spec
         where = Path(spec.path).expanduser().resolve()
         if not any(where.is_relative_to(root) for root in self.snapshot_roots):
             raise EnvError(
@@ -164,6 +165,7 @@ class LocalEnv:
                 "PUT /snapshots/SHA256, then create the session from upload:SHA256",
                 403,
             )
+        return spec.model_copy(update={"path": str(where)})
 
     # -- snapshot uploads ---------------------------------------------------------------
     def _upload_sha(self, sha: str) -> str:

@@ -190,10 +190,6 @@ class SnapshotStore:
         with self._mutex:
             return sum(e.size for e in self._by_path.values())
 
-    def entries(self) -> list[Path]:
-        with self._mutex:
-            return sorted(self._by_path)
-
     # -- keys -----------------------------------------------------------------------------
     def key(self, spec: SnapshotSpec) -> str:
         cache = spec.model_dump_json()
