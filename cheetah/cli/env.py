@@ -89,7 +89,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--config",
         type=Path,
         help="TOML file of sandbox limits (memory_mb, pids_max, cpus, cpu_time_s, "
-        "file_size_mb, disk_mb, tmp_mb, uid, gid, base_dir)",
+        "file_size_mb, disk_mb, tmp_mb, open_files, nproc, uid, gid, base_dir, seccomp)",
     )
     srv.add_argument(
         "--embedder",

@@ -117,6 +117,11 @@ async def test_a_client_cannot_name_a_host_path_outside_the_snapshot_roots(env_s
                 await client.create_session(snapshot)
             assert e.value.status == 403, snapshot
             assert "snapshot root" in str(e.value) and "TOP-SECRET" not in str(e.value)
+        rebound = httpx.get(  # a page that rebinds its name to 127.0.0.1 sends that name
+            f"{server.url}/stats",
+            headers={"Host": "evil.example", "Authorization": f"Bearer {server.token}"},
+        )
+        assert rebound.status_code == 421
         sid = (await client.create_session(f"dir:{root}/repo")).session_id
         assert (await client.read_files(sid)).tree() == {"ok.py": b"OK = 1\n"}
         await client.close(sid)
