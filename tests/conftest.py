@@ -9,7 +9,10 @@ the suite's outcome never depends on how busy the machine is. Tests may lower
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +74,25 @@ async def call_tool(
     ctx = ctx or ToolContext(workspace=ws)
     [result] = await run_batch([ToolCall(index=1, name=name, args=args)], ctx, default_tools())
     return result
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int = 2) -> Iterator[None]:
+    """A local Ray for a test module, its workers at the tests' own priority: Ray runs them
+    at nice 15 by default, so on a busy machine they wait behind every other process (a
+    22-second test took over 20 minutes beside two busy loops). ``cheetah train`` does the
+    same (``rl/job.py``)."""
+    import ray
+
+    name = "RAY_worker_niceness"  # Ray's own spelling
+    saved = os.environ.get(name)
+    os.environ[name] = "0"
+    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="ERROR")
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved

@@ -11,13 +11,13 @@ from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.fake import FakeEngine, FakeRollout, FakeWork
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import RolloutScheduler
+from tests.conftest import local_ray
 
 
 @pytest.fixture(scope="module")
 def ray_local():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
+    with local_ray(num_cpus=2):
+        yield
 
 
 def test_async_run_trains_every_rollout_once_and_survives_a_dead_worker(ray_local):

@@ -12,6 +12,7 @@ import torch
 from cheetah.model.loading import build_tiny
 from cheetah.rl.trainer import Trainer
 from cheetah.rl.trainer_group import TrainerGroup
+from tests.conftest import local_ray
 from tests.rl.test_sharding import CFG, batch
 
 pytestmark = pytest.mark.skipif(
@@ -22,9 +23,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
+    with local_ray(num_cpus=2):
+        yield
 
 
 class Sink:
