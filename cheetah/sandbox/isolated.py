@@ -191,6 +191,7 @@ class Sandbox:
         except BaseException:
             self.snapshots.release(lower)
             raise
+        session.holds_lower = True
         return session
 
 
@@ -205,7 +206,9 @@ class IsolatedSession:
         self.epoch_file = self.dir / "stop-epoch"
         self.cgroups: SessionCgroups | None = None
         self.closed = False
-        self._holds_lower = False  # whether close releases ``lower`` in the store
+        # Whether close releases ``lower`` in the snapshot store: set by whoever acquired it
+        # for this session (``Sandbox.create``, ``fork``) once setup succeeded.
+        self.holds_lower = False
         # Bumped by every kill_processes; a launcher built before the bump kills itself
         # instead of starting the command (see _argv), which closes the window in which
         # a command is spawned but not yet in the session's cgroups.
@@ -259,7 +262,6 @@ class IsolatedSession:
         except BaseException:
             self.close()
             raise
-        self._holds_lower = True
 
     def _write_epoch(self) -> None:
         tmp = self.dir / ".stop-epoch.tmp"
@@ -325,6 +327,7 @@ class IsolatedSession:
         except BaseException:
             self.sandbox.snapshots.release(self.lower)
             raise
+        child.holds_lower = True
         return child
 
     def close(self) -> None:
@@ -336,8 +339,8 @@ class IsolatedSession:
         if self.cgroups:
             self.cgroups.remove()
         remove_tree(self.dir)
-        if self._holds_lower:
-            self._holds_lower = False
+        if self.holds_lower:
+            self.holds_lower = False
             self.sandbox.snapshots.release(self.lower)
 
     # -- diff ------------------------------------------------------------------
