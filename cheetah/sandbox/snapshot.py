@@ -51,7 +51,6 @@ from cheetah.limits import ServerLimits
 from cheetah.sandbox.protocol import EnvError
 
 MAX_EXTRACT_BYTES = ServerLimits().snapshot_max_bytes  # the defaults, for tests and docs
-MAX_MEMBERS = ServerLimits().snapshot_max_members
 MAX_HEADER_BYTES = 1 << 20  # one pax or GNU long-name header (tarfile reads it whole)
 _TRAILER_BYTES = 64 << 10  # end-of-archive blocks and record padding past the last member
 _HEADER_TYPES = (

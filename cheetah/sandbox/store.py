@@ -47,6 +47,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,9 +283,10 @@ class SnapshotStore:
     def _discard_upload(self, sha: str) -> None:
         path = self.upload_path(sha)
         with self._mutex:
-            entry = self._by_path.pop(path, None)
-        if entry is None or self._exclusive(entry):
-            path.unlink(missing_ok=True)
+            self._by_path.pop(path, None)
+        with self._alone(f"upload-{sha}") as alone:
+            if alone:
+                path.unlink(missing_ok=True)
 
     # -- holding and removing ---------------------------------------------------------------
     def _retain(self, entry: _Entry) -> None:
@@ -320,41 +322,47 @@ class SnapshotStore:
             del self._current[entry.key]
         return entry if entry.refs == 0 else None
 
-    def _exclusive(self, entry: _Entry) -> bool:
-        """Whether no process holds ``entry`` (an exclusive lock taken and dropped)."""
-        fd = os.open(self.meta / entry.key, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
-        return True
-
-    def _remove(self, entry: _Entry) -> bool:
-        """Delete ``entry`` from disk unless a process holds it; whether it went."""
-        fd = os.open(self.meta / entry.key, os.O_RDWR | os.O_CREAT, 0o600)
+    @contextlib.contextmanager
+    def _alone(self, key: str) -> Iterator[bool]:
+        """Whether no process holds ``key``; while the block runs with True, none can take
+        it (an exclusive lock, taken without waiting and held for the block)."""
+        fd = os.open(self.meta / key, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                alone = True
             except BlockingIOError:
+                alone = False
+            yield alone
+        finally:
+            os.close(fd)  # a server that looks after this finds what the block left
+
+    def _remove(self, entry: _Entry) -> bool:
+        """Delete ``entry`` from disk unless a process holds it; whether it went."""
+        with self._alone(entry.key) as alone:
+            if not alone:
                 return False
             with self._mutex:
                 if entry.refs:  # taken again meanwhile, in this process
                     return False
                 self._forget(entry)
-            if entry.path.is_dir():
-                trash = self.dir / f"{_TRASH}{entry.path.name}-{uuid.uuid4().hex[:8]}"
-                with contextlib.suppress(OSError):
-                    entry.path.rename(trash)
-            else:
-                trash = None
-                entry.path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)  # the rename is done: a server that looks now finds it gone
+            trash = self._take_away(entry.path)
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
         return True
+
+    def _take_away(self, path: Path) -> Path | None:
+        """Under the entry's exclusive lock: a file unlinked, a directory renamed out of the
+        way (returned, for the caller to delete unlocked)."""
+        if not path.is_dir():
+            path.unlink(missing_ok=True)
+            return None
+        trash = self.dir / f"{_TRASH}{path.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            path.rename(trash)
+        except OSError:
+            return None
+        return trash
 
     def _evict(self, keep: _Entry | None = None) -> int:
         """Remove the least recently used unused entries while over budget; bytes left."""
@@ -390,17 +398,18 @@ class SnapshotStore:
         for item in sorted(os.scandir(self.dir), key=lambda e: e.name):
             if not item.is_dir(follow_symlinks=False):
                 continue
-            path = Path(item.path)
-            key = _entry_key(item.name)
-            entry = _Entry(key, path, 0, last_used=time.monotonic() - 1e6)
-            partial = item.name.startswith((_TMP, _TRASH)) or ".tmp" in item.name
-            if partial or key.startswith("dir-"):
-                if item.name.startswith(_TMP) and _builder_alive(item.name):
-                    continue
-                if self._exclusive(entry):
+            path, key = Path(item.path), _entry_key(item.name)
+            if item.name.startswith((_TMP, _TRASH)) or ".tmp" in item.name:  # partial
+                if not (item.name.startswith(_TMP) and _builder_alive(item.name)):
                     shutil.rmtree(path, ignore_errors=True)
                 continue
-            entry.size = _disk_bytes(path)
+            if key.startswith("dir-"):
+                with self._alone(key) as alone:
+                    trash = self._take_away(path) if alone else None
+                if trash is not None:
+                    shutil.rmtree(trash, ignore_errors=True)
+                continue
+            entry = _Entry(key, path, _disk_bytes(path), last_used=time.monotonic() - 1e6)
             self._add(entry)
             self._current[key] = entry
         for item in sorted(os.scandir(self.uploads), key=lambda e: e.name):
