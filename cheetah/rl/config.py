@@ -118,12 +118,20 @@ class TasksSection(_Section):
     file: Path = Field(
         Path("benchmark"), description="JSONL task file, or a bundled task set's name"
     )
-    tier: str | None = Field("easy", description="only tasks of this tier (None: all)")
+    tier: str | list[str] | None = Field(
+        "easy", description="only tasks of this tier, or of these tiers (None: all)"
+    )
     train_split: str = Field("train")
     eval_split: str = Field("heldout")
     eval_limit: int = Field(
-        0, description="evaluate at most this many tasks, evenly spaced over the file (0: all)"
+        0,
+        ge=0,
+        description="evaluate at most this many tasks, shared equally by the tiers and evenly "
+        "spaced over the file within each (0: all)",
     )
+
+    def tiers(self) -> list[str] | None:
+        return [self.tier] if isinstance(self.tier, str) else self.tier
 
 
 class RolloutSection(_Section):
@@ -195,7 +203,13 @@ class TrainSection(TrainConfig):
         description="run every linear and expert GEMM of trainer and engine in MXFP8 "
         "(emulated exactly on CPU; cheetah/model/mxfp8.py)",
     )
-    checkpoint_every: int = Field(2, description="steps between checkpoints")
+    checkpoint_every: int = Field(2, ge=1, description="steps between checkpoints")
+    eval_every: int = Field(
+        0,
+        ge=0,
+        description="also evaluate the held-out tasks every this many RL steps: the learning "
+        "curve (0: only before and after RL)",
+    )
     world_size: int = Field(
         1,
         ge=1,

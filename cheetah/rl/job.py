@@ -18,9 +18,12 @@
    logprobs), one optimizer step, a weight sync to the engine, metrics into the
    store, a checkpoint every ``checkpoint_every`` steps. Rollouts keep running while
    the trainer steps.
-6. The last stage; the reward-curve plot and ``summary.json``: every stage's pass rate
-   with its Wilson interval, per tier and behaviour, and exact McNemar tests between
-   stages (``mcnemar_p``: the last against the base model).
+   With ``train.eval_every``, the held-out tasks are also evaluated every few RL steps
+   (the learning curve: pass rate and turns per task against rollouts trained on).
+6. The last stage; the reward-curve and learning-curve plots and ``summary.json``: every
+   stage's pass rate with its Wilson interval, per tier and behaviour, exact McNemar
+   tests between stages (``mcnemar_p``: the last against the base model) and Wilcoxon
+   tests of turns per task and calls per turn (``turns_p``, ``calls_p``).
 
 ``--resume`` continues from the newest checkpoint (an RL step's, else the SFT one; held-out
 stages already recorded are not run again): weights, optimizer and version come back,
@@ -45,10 +48,10 @@ from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.lr_schedule import lr_at
-from cheetah.rl.report import plot_curves
+from cheetah.rl.report import plot_curves, plot_learning_curve
 from cheetah.rl.rollout import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
-from cheetah.rl.stages import run_stage, summarize, table
+from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
 from cheetah.rl.store import RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 
@@ -57,7 +60,7 @@ class TrainJob:
     def __init__(
         self, cfg: TrainRunConfig, resume: bool = False, log=print, progress: bool = True
     ) -> None:
-        from cheetah.tasks.loaders import load_tasks, select_tasks
+        from cheetah.tasks.loaders import load_tasks, select_tasks, spread
 
         self.cfg, self.resume, self._emit, self.progress = cfg, resume, log, progress
         self._t0 = time.monotonic()
@@ -72,11 +75,11 @@ class TrainJob:
         cfg.save(self.dir / "config.json")
         self.store = RunStore(store_path)
         all_tasks = load_tasks(cfg.tasks.file)
-        self.train_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.train_split)
-        self.eval_tasks = select_tasks(all_tasks, tier=cfg.tasks.tier, split=cfg.tasks.eval_split)
-        if 0 < cfg.tasks.eval_limit < len(self.eval_tasks):  # evenly spaced: every repo stays
-            n, k = len(self.eval_tasks), cfg.tasks.eval_limit
-            self.eval_tasks = [self.eval_tasks[i * n // k] for i in range(k)]
+        tiers = cfg.tasks.tiers()
+        self.train_tasks = select_tasks(all_tasks, tier=tiers, split=cfg.tasks.train_split)
+        self.eval_tasks = spread(
+            select_tasks(all_tasks, tier=tiers, split=cfg.tasks.eval_split), cfg.tasks.eval_limit
+        )
         if not self.train_tasks:
             raise ValueError(
                 f"{cfg.tasks.file}: no tasks of tier {cfg.tasks.tier!r} in split "
@@ -329,6 +332,11 @@ class TrainJob:
         else:
             metrics["train_skipped_no_signal"] = 1.0  # every group had equal rewards
         self.store.mark_trained(ids, step)
+        t = self.cfg.train
+        if t.eval_every and step % t.eval_every == 0 and step < t.steps:  # the learning curve
+            stage = await self.evaluate(f"rl-{step}")
+            if stage is not None:
+                metrics.update(curve_metrics(stage))
         self.store.log_metrics(step, metrics)
         for logger in self.loggers:
             logger.log_metrics(step, metrics)
@@ -372,6 +380,14 @@ class TrainJob:
         await self.sft()
         self.trainer.save_checkpoint(checkpoint, {"step": 0})
 
+    def _curve_stages(self) -> dict[int, dict[str, Any]]:
+        """The held-out stages run during RL (``train.eval_every``), by step."""
+        every, steps = self.cfg.train.eval_every, self.cfg.train.steps
+        if not every:
+            return {}
+        found = {k: self.store.get_meta(f"stage_rl-{k}") for k in range(every, steps, every)}
+        return {k: s for k, s in found.items() if s is not None}
+
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
         self.start()
@@ -391,8 +407,14 @@ class TrainJob:
         plot_curves(self.store, self.dir / "reward.png")
         stages = [s for s in stages if s is not None]
         summary = summarize(stages)
+        r = self.cfg.rollout
+        curve = learning_curve(
+            stages, self._curve_stages(), self.cfg.train.steps, r.groups_per_step * r.group_size
+        )
+        plot_learning_curve(curve, self.dir / "learning.png")
         summary.update(
             {
+                "learning_curve": curve,
                 "pass_rate_before": stages[0]["pass_rate"] if stages else float("nan"),
                 "pass_rate_after": stages[-1]["pass_rate"] if stages else float("nan"),
                 "rollouts": self.store.count(),

@@ -1,12 +1,15 @@
 """What a training run reports besides the held-out stages: per-step behaviour metrics of the
-rollouts, and the reward-curve plot (``reward.png``). ``rl/stages.py`` has the stage summary.
-Left out: plots of the behaviour metrics (the dashboard draws every stored series).
+rollouts, the reward-curve plot (``reward.png``) and the learning curve (``learning.png``:
+held-out pass rate and turns per task against rollouts trained on). ``rl/stages.py`` has
+the stage summary. Left out: plots of the behaviour metrics (the dashboard draws every
+stored series).
 """
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 from cheetah.harness.trajectory import Trajectory
 from cheetah.rl.reward import call_success_rate
@@ -46,6 +49,38 @@ def plot_curves(store: RunStore, path: Path) -> Path | None:
     ax.set_ylim(-0.05, 1.05)
     ax.legend()
     ax.set_title("training reward")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_learning_curve(curve: list[dict[str, Any]], path: Path) -> Path | None:
+    """Held-out pass rate (left axis) and turns per task (right) against rollouts trained on;
+    None without matplotlib or with fewer than two points."""
+    if len(curve) < 2:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    x = [p["rollouts"] for p in curve]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, [p["pass_rate"] for p in curve], marker="o", color="tab:blue", label="pass rate")
+    ax.set_xlabel("rollouts trained on")
+    ax.set_ylabel("held-out pass rate")
+    ax.set_ylim(-0.05, 1.05)
+    turns = [(xi, p["turns_per_task"]) for xi, p in zip(x, curve, strict=True)]
+    turns = [(xi, t) for xi, t in turns if t is not None]
+    if turns:
+        right = ax.twinx()
+        right.plot(*zip(*turns, strict=True), marker="s", color="tab:orange", label="turns/task")
+        right.set_ylabel("turns per task")
+        fig.legend(loc="lower right")
+    ax.set_title("held-out learning curve")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

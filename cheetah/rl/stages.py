@@ -4,9 +4,13 @@ pure functions over graded trajectories.
 
 Every stage evaluates the same held-out tasks, greedily, one sample each, so stages can
 be compared task by task: a stage records its pass rate with a Wilson 95% interval, its
-rate per curriculum tier, tool-use behaviour (``tasks.metrics.behaviour``) and which
-tasks it solved; the summary adds the exact McNemar test between consecutive stages
-and between the last and the first (``mcnemar_p``, the figure a run is judged by).
+rate per curriculum tier, tool-use behaviour (``tasks.metrics.behaviour``: calls per
+turn, turns per task, reads and searches before the first edit, ...), which tasks it
+solved and each task's turns and calls per turn; the summary compares consecutive stages
+and the last with the first, on the same tasks: pass rate by the exact McNemar test
+(``mcnemar_p``; the summary's own ``mcnemar_p`` is the last stage against the first, the
+figure a run is judged by), turns per task and calls per turn by the exact Wilcoxon
+signed-rank test (``turns_p``, ``calls_p``, with the mean change).
 
 Deliberately left out: several samples per task (pass@k) in training runs; the
 standalone ``cheetah eval`` reports those.
@@ -23,10 +27,10 @@ from cheetah.harness.trajectory import Trajectory
 from cheetah.progress import Pace
 from cheetah.rl.reward import call_success_rate
 from cheetah.rl.scheduler import Finished, RolloutSpec
-from cheetah.tasks.metrics import behaviour
+from cheetah.tasks.metrics import behaviour, trajectory_metrics
 from cheetah.tasks.patch import parse_patch
 from cheetah.tasks.schema import Task
-from cheetah.tasks.stats import compare, wilson_interval
+from cheetah.tasks.stats import compare, wilcoxon_signed_rank, wilson_interval
 
 
 def target_files(task: Task) -> set[str] | None:
@@ -59,7 +63,28 @@ def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dic
         "behaviour": behaviour([tr for _, tr in ran], [target_files(task) for task, _ in ran]),
         "errors": sorted(task.id for task, tr in graded if tr is None),
         "solved_tasks": solved,
+        "per_task": {task.id: _shape(tr) for task, tr in ran},
     }
+
+
+def _shape(traj: Trajectory) -> dict[str, float]:
+    m = trajectory_metrics(traj)
+    return {"turns": float(m["turns"] or 0), "calls_per_turn": float(m["calls_per_turn"] or 0)}
+
+
+def _paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Turns per task and calls per turn of stage ``b`` against ``a``, on the tasks both ran."""
+    pa, pb = a.get("per_task", {}), b.get("per_task", {})
+    shared = sorted(set(pa) & set(pb))
+    out: dict[str, Any] = {"paired_tasks": len(shared)}
+    for key, name in (("turns", "turns"), ("calls_per_turn", "calls")):
+        before = [pa[t][key] for t in shared]
+        after = [pb[t][key] for t in shared]
+        out[f"{name}_change"] = (
+            statistics.fmean(after) - statistics.fmean(before) if shared else None
+        )
+        out[f"{name}_p"] = wilcoxon_signed_rank(before, after)
+    return out
 
 
 def summarize(stages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,11 +93,47 @@ def summarize(stages: list[dict[str, Any]]) -> dict[str, Any]:
     if len(stages) > 2:
         pairs.append((stages[0], stages[-1]))
     comparisons = [
-        {"before": a["name"], "after": b["name"], **compare(a["solved_tasks"], b["solved_tasks"]).as_dict()}
+        {"before": a["name"], "after": b["name"],
+         **compare(a["solved_tasks"], b["solved_tasks"]).as_dict(), **_paired(a, b)}
         for a, b in pairs
     ]  # fmt: skip
     final = comparisons[-1]["mcnemar_p"] if comparisons else None
     return {"stages": stages, "comparisons": comparisons, "mcnemar_p": final}
+
+
+def curve_metrics(stage: dict[str, Any]) -> dict[str, float]:
+    """A held-out stage as points of the learning curve in the run store's metrics."""
+    b = stage["behaviour"]
+    out = {"heldout_pass_rate": float(stage["pass_rate"])}
+    for key in ("turns_per_task", "calls_per_turn", "explore_before_edit"):
+        if b.get(key) is not None:
+            out[f"heldout_{key}"] = float(b[key])
+    return out
+
+
+def learning_curve(
+    stages: list[dict[str, Any]], during: dict[int, dict[str, Any]], steps: int, per_step: int
+) -> list[dict[str, Any]]:
+    """Pass rate and turns per task against RL steps and rollouts trained on: the warm
+    start (the ``sft`` stage, else ``base``) at 0, the stages ``during`` RL, ``rl`` at the end."""
+    named = {s["name"]: s for s in stages}
+    points = []
+    start = named.get("sft") or named.get("base")
+    if start is not None:
+        points.append((0, start))
+    points += sorted(during.items())
+    if "rl" in named:
+        points.append((steps, named["rl"]))
+    return [
+        {
+            "step": step,
+            "rollouts": step * per_step,
+            "pass_rate": s["pass_rate"],
+            "turns_per_task": s["behaviour"].get("turns_per_task"),
+            "calls_per_turn": s["behaviour"].get("calls_per_turn"),
+        }
+        for step, s in points
+    ]
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -81,24 +142,33 @@ def table(summary: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "  -  " if x is None else f"{100 * x:5.1f}"
 
+    def num(x: float | None) -> str:
+        return "   -" if x is None else f"{x:4.2f}"
+
     lines = [
-        "stage   tasks  solved  pass%   95% CI        parse%  match%  right-file%  calls/turn",
+        "stage   tasks  solved  pass%   95% CI        parse%  match%  right-file%  "
+        "calls/turn  turns/task  explore",
     ]
     for s in summary["stages"]:
         b = s["behaviour"]
         lo, hi = s["ci95"]
-        cpt = b.get("calls_per_turn")
         lines.append(
             f"{s['name']:<7} {s['tasks']:>5}  {s['solved']:>6}  {pct(s['pass_rate'])}  "
             f"[{pct(lo)}, {pct(hi)}]  {pct(b.get('parse_rate'))}   {pct(b.get('old_str_match_rate'))}"
-            f"   {pct(b.get('right_file_edit_rate'))}        "
-            + ("  -" if cpt is None else f"{cpt:.2f}")
+            f"   {pct(b.get('right_file_edit_rate'))}        {num(b.get('calls_per_turn'))}"
+            f"        {num(b.get('turns_per_task'))}     {num(b.get('explore_before_edit'))}"
         )  # fmt: skip
     for c in summary["comparisons"]:
-        lines.append(
+        line = (
             f"{c['after']} vs {c['before']}: solved only after {c['only_after']}, only before "
             f"{c['only_before']}, exact McNemar p = {c['mcnemar_p']:.2g}"
         )
+        if c.get("turns_change") is not None:
+            line += (
+                f"; turns/task {c['turns_change']:+.2f} (Wilcoxon p = {c['turns_p']:.2g}), "
+                f"calls/turn {c['calls_change']:+.2f} (p = {c['calls_p']:.2g})"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 Group-relative advantages over the rollouts' rewards (``loss.group_advantages``), each
 trajectory parsed once and turned into a sample of the engine's own token ids and
 logprobs (``data.sample_from_trajectory``; one too long or without trainable tokens is
-skipped and counted), and the step's reward, pass-rate, behaviour and truncation metrics.
+skipped and counted), and the step's reward (shaped, and the grader's apart), pass-rate,
+behaviour and truncation metrics.
 Pure: no trainer, no store.
 """
 
@@ -34,6 +35,11 @@ class StepBatch:
         return any(s.advantage != 0 for s in self.samples)
 
 
+def _task_reward(traj: Trajectory) -> float:
+    """The grader's reward, before shaping (``rl/reward.py``)."""
+    return float((traj.grade or {}).get("reward", 0.0))
+
+
 def build_step_batch(
     batch: list[Group], tokenizer: Any, max_len: int, resampled: int = 0
 ) -> StepBatch:
@@ -58,7 +64,8 @@ def build_step_batch(
         except SampleError:
             skipped += 1
     metrics: dict[str, float] = {
-        "reward_mean": statistics.fmean(rewards),
+        "reward_mean": statistics.fmean(rewards),  # shaped: what the advantages come from
+        "task_reward_mean": statistics.fmean(_task_reward(t) for t in trajs),  # the grader's
         "pass_rate": statistics.fmean(t.solved for t in trajs),
         "samples_skipped": skipped,
         "groups_resampled": resampled,

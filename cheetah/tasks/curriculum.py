@@ -3,11 +3,14 @@
 For every repo, ``generate.generate_tasks`` mutates the code and keeps the mutants its
 tests catch (each task's reference patch is the minimal edit that undoes the mutant,
 so the oracle demonstrations make minimal edits). Each kept mutant then becomes up to
-four tasks of decreasing help, the curriculum's tiers:
+five tasks of decreasing help, the curriculum's tiers:
 
 - ``line``: the query names the file and the function and quotes the line that holds
   the one inverted operator (only when that line's text is unique in the file); the
   skill is to make an exact, minimal edit through the tools, not to find the bug;
+- ``locate``: the query quotes that line but names neither file nor function (only when
+  the line's text is unique in the repo's Python files): the agent must search for it
+  (``grep``, ``codebase_search``) before it can edit;
 - ``named``: the query names the file and the function, and the bug is one inverted
   operator (``compare`` and ``arith`` mutants only);
 - ``file``: the query names the file and what fails;
@@ -35,7 +38,7 @@ from cheetah.tasks.generate import GenerateConfig, generate_tasks
 from cheetah.tasks.patch import FilePatch, parse_patch, patch_files
 from cheetah.tasks.schema import Task
 
-TIERS = ("line", "named", "file", "behaviour")
+TIERS = ("line", "locate", "named", "file", "behaviour")
 INVERTED = frozenset({"compare", "arith", "boolop"})  # one operator replaced by its opposite
 
 
@@ -86,6 +89,16 @@ def _changed_line(fp: FilePatch) -> str | None:
     return changed[0].strip() if len(changed) == 1 else None
 
 
+def _count_in_repo(repo_dir: Path, path: str, mutated: str, text: str) -> int:
+    """How often ``text`` occurs in the repo's Python files, ``path`` read as ``mutated``."""
+    n = mutated.count(text)
+    for f in sorted(repo_dir.rglob("*.py")):
+        rel = f.relative_to(repo_dir).as_posix()
+        if rel != path and not any(part.startswith(".") for part in f.parts):
+            n += f.read_text(encoding="utf-8", errors="replace").count(text)
+    return n
+
+
 def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]:
     """The held-out key (repo, file, function) of one generated task and its tiers (see the
     module docstring); splits are left to the caller."""
@@ -107,6 +120,13 @@ def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]
         out.append(
             task.model_copy(update={"id": f"{task.id}-line", "tier": "line", "query": query})
         )
+        if _count_in_repo(repo_dir, path, mutated, bad) == 1:
+            query = (
+                f"One operator is inverted in the line `{bad}` somewhere in this repository, "
+                f"so {fails} fails. Find that line and fix it; do not change the tests."
+            )
+            update = {"id": f"{task.id}-locate", "tier": "locate", "query": query}
+            out.append(task.model_copy(update=update))
     if func and operator:
         query = (
             f"`{func}` in {path} has one operator inverted, so {fails} fails. "

@@ -136,19 +136,37 @@ def select_tasks(
     tasks: list[Task],
     *,
     split: str | None = None,
-    tier: str | None = None,
+    tier: str | list[str] | None = None,
     ids: list[str] | None = None,
     limit: int | None = None,
 ) -> list[Task]:
-    """Filter by split, tier and ids (in file order), then keep the first ``limit``."""
+    """Filter by split, tier (one, or any of several) and ids (in file order), then keep the
+    first ``limit``."""
+    tiers = {tier} if isinstance(tier, str) else set(tier or ())
     out = [
         t
         for t in tasks
         if (split is None or t.split == split)
-        and (tier is None or t.tier == tier)
+        and (not tiers or t.tier in tiers)
         and (not ids or t.id in ids)
     ]
     return out[:limit] if limit else out
+
+
+def spread(tasks: list[Task], limit: int) -> list[Task]:
+    """At most ``limit`` tasks, shared equally by their tiers (in the order they first
+    appear) and evenly spaced over the file within each, so every repo stays in."""
+    if limit <= 0 or limit >= len(tasks):
+        return tasks
+    by_tier: dict[str | None, list[Task]] = {}
+    for t in tasks:
+        by_tier.setdefault(t.tier, []).append(t)
+    chosen: set[str] = set()
+    share, extra = divmod(limit, len(by_tier))
+    for i, of in enumerate(by_tier.values()):
+        n, k = len(of), min(len(of), share + (i < extra))
+        chosen.update(of[j * n // k].id for j in range(k))
+    return [t for t in tasks if t.id in chosen]
 
 
 def dump_tasks(tasks: Iterable[Task], path: str | Path) -> Path:

@@ -2,8 +2,8 @@
 
 ``behaviour`` summarizes how a set of runs used the tools (what learning should
 change first): parse rate, old_str match rate, right-file edit rate, calls per turn,
-reads and searches before the first edit, and the share of turns cut by the token
-limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
+turns per task, reads and searches before the first edit, edits that would change
+nothing, and the share of turns cut by the token limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
 
 Deliberately left out: per-token latency (the report shows wall time per task; token
 timing belongs to the inference benchmarks).
@@ -48,6 +48,12 @@ def trajectory_metrics(traj: Trajectory) -> dict[str, float | int | None]:
             (t.index for t in traj.turns if any(c.name in EDIT_TOOLS for c in t.calls)), None
         ),
         "edits": sum(c.name in EDIT_TOOLS and not c.is_error for c in calls),
+        "noop_edits": sum(
+            c.name in EDIT_TOOLS
+            and "old_str" in c.args
+            and c.args["old_str"] == c.args.get("new_str")
+            for c in calls
+        ),
         "completion_tokens": traj.completion_tokens,
         "prompt_tokens": sum(prompt) if prompt else None,
         "agent_wall_s": traj.wall_s,
@@ -84,7 +90,9 @@ def behaviour(trajs: list[Trajectory], targets: list[set[str] | None]) -> dict[s
         "old_str_match_rate": _share(sum(not c.is_error for c in replaces), len(replaces)),
         "right_file_edit_rate": _share(right, len(judged)),
         "calls_per_turn": mean_of(rows, "calls_per_turn"),
-        "reads_before_edit": mean_of(rows, "explore_before_edit"),
+        "turns_per_task": mean_of(rows, "turns"),
+        "explore_before_edit": mean_of(rows, "explore_before_edit"),
+        "noop_edits": mean_of(rows, "noop_edits"),
         "truncated_turn_share": _share(
             sum(turn.finish_reason == "length" for turn in turns), len(turns)
         ),

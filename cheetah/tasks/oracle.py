@@ -2,13 +2,23 @@
 
 It checks the eval pipeline end to end (workspace, tools, grader, report): with it,
 every valid task should pass (pass@1 = 1.0), and its messages are the SFT
-demonstrations. It behaves like a tidy agent making minimal edits: reads the files it
-will change (all at once; skipped when the query already quotes every text it replaces),
-edits each hunk with ``edit_file`` using the smallest unique text (``minimal_edit``: the
-changed lines, indentation dropped for one line, context added only until the text is
-unique; the whole file as a last resort), deletes removed files, runs the tests (unless
-told not to: ``run_tests=False`` gives two-turn demonstrations, edit then answer, for runs
-where every turn and test run costs), answers.
+demonstrations. It behaves like a tidy agent making minimal edits:
+
+- it finds what it will change first: a file the query does not name is searched for
+  (``grep`` with ``literal``, for the text the query quotes), a file whose text the query
+  does not quote is read (all such files in one turn);
+- it edits each hunk with ``edit_file`` using the smallest unique text (``minimal_edit``:
+  the changed lines, indentation dropped for one line, context added only until the text
+  is unique; the whole file as a last resort), deletes removed files;
+- it runs the tests (unless told not to: ``run_tests=False`` gives short demonstrations
+  for runs where every turn and test run costs) and answers with what it changed, in
+  words taken from its own edit (never a claim it could parrot without making one).
+
+A search can take one of three ``STYLES``, chosen per task by a stable hash of its id so
+that SFT shows the policy all of them and RL can choose: ``search`` (the grep, then the
+edit), ``read`` (the grep, then the lines around the hit read before the edit: one more
+turn) and ``parallel`` (the grep and a grep for the failing test's definition in one
+message: two calls in one turn).
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
@@ -17,6 +27,7 @@ the harness, never a baseline to compare models with.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,6 +39,8 @@ from cheetah.tasks.patch import apply_patch, parse_patch
 from cheetah.tasks.schema import Task
 from cheetah.tasks.snapshot import materialize
 
+STYLES = ("search", "read", "parallel")
+READ_CONTEXT = 4  # lines shown on each side of the hit by the ``read`` style
 # Quiet: deprecation warnings from the environment's pytest plugins are not the repo's news.
 TEST_COMMAND = "python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning"
 
@@ -77,22 +90,78 @@ def minimal_edit(before: str, old: list[str], new: list[str]) -> tuple[str, str]
     return None
 
 
-def oracle_messages(task: Task, root: Path, run_tests: bool = True) -> list[str]:
-    """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``."""
+def style_for(task: Task) -> str:
+    """The search style of ``task``'s demonstration (see the module docstring)."""
+    digest = hashlib.sha256(task.id.encode()).digest()
+    return STYLES[digest[0] % len(STYLES)]
+
+
+def _test_definition(task: Task) -> dict[str, str] | None:
+    """A grep for the first failing test's ``def``, in its file (None without a test id)."""
+    test = next((c.test for c in task.fail_to_pass if c.test and "::" in c.test), None)
+    if test is None:
+        return None
+    path, _, name = test.partition("::")
+    name = name.split("::")[-1].split("[", 1)[0]
+    if not name.isidentifier():
+        return None
+    return {"pattern": f"def {name}(", "path": path, "literal": "true"}
+
+
+def _search_turns(task: Task, fp_path: str, old: str, before: str, style: str) -> list[str]:
+    """The turns that find ``old`` (one changed line the query quotes) before its edit."""
+    grep = render_call("grep", {"pattern": old.strip(), "literal": "true"})
+    test = _test_definition(task)
+    if style == "parallel" and test is not None:
+        return ["Searching for the line and the failing test.\n" + grep + "\n"
+                + render_call("grep", test)]  # fmt: skip
+    turns = ["Searching for the line.\n" + grep]
+    if style == "read":
+        hit = next(i for i, line in enumerate(before.splitlines(), 1) if old.strip() in line)
+        lo, hi = max(1, hit - READ_CONTEXT), hit + READ_CONTEXT
+        read = {"path": fp_path, "start_line": str(lo), "end_line": str(hi)}
+        turns.append("Reading the lines around it.\n" + render_call("read_file", read))
+    return turns
+
+
+def _summary(changes: list[tuple[str, str, str]], removed: list[str]) -> str:
+    """The closing answer, in the words of the edits themselves."""
+    parts = []
+    for path, old, new in changes:
+        o, n = old.strip(), new.strip()
+        one_line = o and n and "\n" not in o and "\n" not in n and len(o) + len(n) < 200
+        parts.append(f"changed `{o}` to `{n}` in {path}" if one_line else f"edited {path}")
+    parts += [f"removed {p}" for p in removed]
+    return "I " + "; ".join(dict.fromkeys(parts)) + "."
+
+
+def oracle_messages(
+    task: Task, root: Path, run_tests: bool = True, style: str | None = None
+) -> list[str]:
+    """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``;
+    ``style`` (one of ``STYLES``; default ``style_for(task)``) shapes a search."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
+    style = style or style_for(task)
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
     files = parse_patch(task.reference_patch)
     solved = _solved_contents(task, root)
     edits: list[str] = []
     to_read: list[str] = []
+    searches: list[str] = []
+    changes: list[tuple[str, str, str]] = []
+    removed: list[str] = []
     for fp in files:
         if fp.new_path is None:
             edits.append(render_call("run_terminal", {"command": f"rm -f {fp.old_path}"}))
+            removed.append(fp.old_path or "")
             continue
         before = (root / fp.old_path).read_text(encoding="utf-8") if fp.old_path else ""
         after = solved[fp.path]
         if not before:
             edits.append(render_call("edit_file", {"path": fp.path, "new_str": _block(after)}))
+            changes.append((fp.path, "", ""))
             continue
         found = [minimal_edit(before, h.old, h.new) for h in fp.hunks]
         pairs = [p for p in found if p is not None]
@@ -102,10 +171,16 @@ def oracle_messages(task: Task, root: Path, run_tests: bool = True) -> list[str]
             edits.append(
                 render_call("edit_file", {"path": fp.path, "old_str": old, "new_str": new})
             )
-        if not all(old.strip() in task.query for old, _ in pairs):
+            changes.append((fp.path, old, new))
+        quoted = all(old.strip() in task.query for old, _ in pairs)
+        if not quoted:
+            to_read.append(fp.old_path)
+        elif fp.path not in task.query and len(files) == 1 and len(pairs) == 1:
+            searches = _search_turns(task, fp.path, pairs[0][0], before, style)
+        elif fp.path not in task.query:
             to_read.append(fp.old_path)
     reads = [render_call("read_file", {"path": p}) for p in to_read]
-    messages = []
+    messages = list(searches)
     if reads:
         messages.append("Reading the files to change.\n" + "\n".join(reads))
     messages.append("Applying the fix.\n" + "\n".join(edits))
@@ -113,7 +188,7 @@ def oracle_messages(task: Task, root: Path, run_tests: bool = True) -> list[str]
         messages.append(
             "Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND})
         )
-    messages.append("Done: applied the reference change.")
+    messages.append(_summary(changes, removed))
     return messages
 
 

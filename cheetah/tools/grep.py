@@ -2,7 +2,9 @@
 
 Written in Python over ``files.walk_files`` (files read by descriptor, links never
 followed) rather than shelling out to ripgrep so that the same code runs unchanged on
-the user's repo and on a sandbox's files, with no binary to provision. Python's ``re`` syntax; one line per match as
+the user's repo and on a sandbox's files, with no binary to provision. Python's ``re`` syntax,
+or plain text with ``literal`` (ripgrep's ``-F``: a line of code quoted in a task holds
+``(``, ``*`` and ``+``, which a regex would misread); one line per match as
 ``path:line: text``. Deliberately left out: multi-line patterns, context lines.
 """
 
@@ -30,14 +32,21 @@ SPEC = ToolSpec(
         ),
         ParamSpec("glob", "only files whose name matches this glob, e.g. *.py", required=False),
         ParamSpec("case_insensitive", "true to ignore case (default false)", required=False),
+        ParamSpec(
+            "literal", "true to match the pattern as plain text, not a regex", required=False
+        ),
     ),
 )
 
 
-def _grep(ctx: ToolContext, pattern: str, path: str, glob: str, nocase: bool) -> ToolOutput:
+def _grep(
+    ctx: ToolContext, pattern: str, path: str, glob: str, nocase: bool, literal: bool = False
+) -> ToolOutput:
     lim = ctx.limits
     try:
-        regex = re.compile(pattern, re.IGNORECASE if nocase else 0)
+        regex = re.compile(
+            re.escape(pattern) if literal else pattern, re.IGNORECASE if nocase else 0
+        )
     except re.error as e:
         raise ToolError(f"invalid regular expression {pattern!r}: {e}") from None
     kind = ctx.files.kind(path)
@@ -97,6 +106,7 @@ async def run(args: dict[str, str], ctx: ToolContext) -> ToolOutput:
         args.get("path", ".").strip() or ".",
         args.get("glob", "").strip(),
         bool_arg(args, "case_insensitive"),
+        bool_arg(args, "literal"),
     )
 
 

@@ -50,6 +50,9 @@ def make_run(runs_dir, name="demo", n=6):
         time.sleep(0.01)
     store.log_metrics(1, {"reward_mean": 0.0, "pass_rate": 0.0, "call_success": 0.5})
     store.log_metrics(2, {"reward_mean": 0.5, "pass_rate": 0.5, "call_success": 0.75})
+    # held-out points of the learning curve (train.eval_every), as a run stores them
+    store.log_metrics(1, {"heldout_pass_rate": 0.25, "heldout_turns_per_task": 4.0})
+    store.log_metrics(2, {"heldout_pass_rate": 0.5, "heldout_turns_per_task": 3.0})
     store.set_meta("pass_rate_before", {"rate": 0.0, "n": 4})
     store.set_meta("pass_rate_after", {"rate": 0.25, "n": 4})
     store.close()

@@ -52,6 +52,8 @@ def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, snapshot_root):
         page.wait_for_selector("#timeline rect.rollout")
         assert page.locator("#runs-list li").first.inner_text().startswith("demo")
         assert page.locator("#curves polyline.curve").count() == 3
+        assert page.locator("#learning circle.point").count() == 2
+        assert "3.00 turns" in page.locator("#learning").text_content()
         assert page.locator("#timeline rect.rollout").count() == 6
         assert "after 0.250" in page.locator("#run-summary").inner_text()
         page.locator("#rollouts tr[data-rollout='5']").click()

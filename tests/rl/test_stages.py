@@ -76,3 +76,53 @@ def test_summary_compares_consecutive_stages_and_last_with_base():
     assert summary["mcnemar_p"] == pytest.approx(2 / 2**7)
     text = table(summary)
     assert "rl vs base: solved only after 7" in text and text.count("\n") == 6
+
+
+def _turns(n: int, calls_first: int = 1) -> Trajectory:
+    """``n`` turns, ``calls_first`` reads in the first, one read in each other but the last."""
+    turns = [
+        Turn(
+            index=i,
+            assistant="...",
+            calls=[
+                CallRecord(index=k, name="read_file", args={"path": "a"}, output="")
+                for k in range(calls_first if i == 0 else 1)
+            ],
+        )
+        for i in range(n - 1)
+    ]
+    turns.append(Turn(index=n - 1, assistant="done"))
+    return Trajectory(query="q", turns=turns, grade={"correct": True})
+
+
+def test_turns_and_calls_per_turn_are_compared_task_by_task():
+    tasks = [task(i) for i in range(8)]
+    sft = stage_record("sft", [(t, _turns(4)) for t in tasks])
+    rl = stage_record("rl", [(t, _turns(3, calls_first=2)) for t in tasks[:7]] + [(tasks[7], None)])
+    assert rl["behaviour"]["turns_per_task"] == pytest.approx(3.0)
+    assert rl["behaviour"]["calls_per_turn"] == pytest.approx(1.5)
+    assert rl["behaviour"]["explore_before_edit"] == pytest.approx(3.0)  # no edit: every call
+    [c] = summarize([sft, rl])["comparisons"]
+    assert c["paired_tasks"] == 7  # the task rl could not run is left out
+    assert c["turns_change"] == pytest.approx(-1.0) and c["turns_p"] == pytest.approx(2 / 2**7)
+    assert c["calls_change"] == pytest.approx(0.5) and c["calls_p"] == pytest.approx(2 / 2**7)
+    assert "turns/task -1.00 (Wilcoxon p = 0.016)" in table(summarize([sft, rl]))
+
+
+def test_the_learning_curve_runs_from_the_warm_start_through_rl():
+    from cheetah.rl.stages import curve_metrics, learning_curve
+
+    tasks = [task(i) for i in range(4)]
+    base = stage_record("base", [(t, traj(False)) for t in tasks])
+    sft = stage_record("sft", [(t, _turns(4)) for t in tasks])
+    mid = stage_record("rl-2", [(t, _turns(3)) for t in tasks])
+    rl = stage_record("rl", [(t, _turns(2)) for t in tasks])
+    curve = learning_curve([base, sft, rl], {2: mid}, steps=4, per_step=16)
+    assert [(p["step"], p["rollouts"], p["turns_per_task"]) for p in curve] == [
+        (0, 0, 4.0),
+        (2, 32, 3.0),
+        (4, 64, 2.0),
+    ]
+    assert learning_curve([base], {}, steps=4, per_step=16)[0]["step"] == 0  # no SFT: base
+    m = curve_metrics(mid)
+    assert m["heldout_pass_rate"] == 1.0 and m["heldout_turns_per_task"] == 3.0

@@ -96,7 +96,13 @@ def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
 @pytest.mark.timeout(2400)  # three training runs: ~5 min here, a busy CI machine takes longer
 @pytest.mark.parametrize("world", [1, 2], ids=["one-process", "sharded-2-ranks"])
 def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
-    run = ["train.steps=4", "train.checkpoint_every=1", f"train.world_size={world}"]
+    run = [
+        "train.steps=4",
+        "train.checkpoint_every=1",
+        f"train.world_size={world}",
+        "train.eval_every=2",  # a learning-curve point in the middle
+        "rollout.turn_cost=0.01",
+    ]
     log = tmp_path / "train.log"
     proc = train(tmp_path, *run, log=log)
     db_path = tmp_path / "quickstart" / "run.sqlite"
@@ -148,16 +154,30 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
         truncation = db.execute(
             "SELECT COUNT(*) FROM metrics WHERE name = 'turns_cut_by_max_new_tokens'"
         ).fetchone()
+        curve = db.execute("SELECT step FROM metrics WHERE name = 'heldout_pass_rate'").fetchall()
+        shaped = dict(db.execute("SELECT step, value FROM metrics WHERE name = 'reward_mean'"))
+        graded = dict(db.execute("SELECT step, value FROM metrics WHERE name = 'task_reward_mean'"))
     assert all(after[k] == v for k, v in before.items())  # nothing finished was lost or redone
     assert steps == [1, 2, 3, 4] and untrained == (0,)
     # The policy really changed: optimizer steps with a gradient happened (shaping gives
     # groups a reward difference even when no task is solved), and truncation was counted.
     assert optimizer_steps and all(v > 0 for _, v in optimizer_steps), optimizer_steps
     assert truncation == (4,)
+    assert curve == [(2,)]  # train.eval_every=2 of 4 steps: the middle point, in the store
+    assert set(graded) == {1, 2, 3, 4}  # the turn cost comes off the shaped reward only
+    assert all(shaped[k] <= graded[k] + 0.2 - 0.01 + 1e-9 for k in graded), (shaped, graded)
     summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
     assert summary["rollouts"] == len(after) == 16
     assert [s["name"] for s in summary["stages"]] == ["base", "sft", "rl"]
     assert all(s["tasks"] == 2 for s in summary["stages"]) and 0 <= summary["mcnemar_p"] <= 1
+    behaviour = summary["stages"][-1]["behaviour"]
+    assert {"calls_per_turn", "turns_per_task", "explore_before_edit"} <= set(behaviour)
+    rl_vs_sft = next(
+        c for c in summary["comparisons"] if (c["before"], c["after"]) == ("sft", "rl")
+    )
+    assert 0 <= rl_vs_sft["mcnemar_p"] <= 1 and 0 <= rl_vs_sft["turns_p"] <= 1
+    assert [p["step"] for p in summary["learning_curve"]] == [0, 2, 4]
+    assert (tmp_path / "quickstart" / "learning.png").is_file()
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "sft" / "model.safetensors").is_file()

@@ -40,10 +40,14 @@ async def test_tiers_and_splits(tmp_path):
         assert t.snapshot.dir in ("repo_a", "repo_b")  # relative to the output's folder
         if t.tier in ("line", "named"):
             assert {"compare", "arith", "boolop"} & set(t.tags) and "` in " in t.query
-        if t.tier == "line":  # the quoted line is the mutated one, and unique in its file
+        if t.tier in ("line", "locate"):  # the quoted line is the mutated one, and unique
             quoted = t.query.split("in the line `", 1)[1].split("`", 1)[0]
             removed = [x[1:].strip() for x in t.reference_patch.splitlines() if x[:2] == "- "]
             assert [quoted] == removed
+        if t.tier == "locate":  # ... but where it is, the agent must find
+            [source] = {x[6:] for x in t.reference_patch.splitlines() if x.startswith("+++ b/")}
+            assert source not in t.query and "`" + quoted + "`" in t.query
+            assert any(o.id == t.id.replace("-locate", "-line") for o in tasks)
         if t.snapshot.dir == "repo_b":
             assert t.split == "heldout" and "heldout-repo" in t.tags
     # No function is both trained on and held out.
@@ -61,9 +65,9 @@ def test_the_shipped_curriculum_keeps_its_splits():
 
     tasks = load_tasks("curriculum")
     tiers = {t.tier for t in tasks}
-    assert len(tasks) >= 400 and tiers == {"line", "named", "file", "behaviour"}
-    line_heldout = [t for t in tasks if t.tier == "line" and t.split == "heldout"]
-    assert len(line_heldout) >= 64  # what the quickstart config evaluates
+    assert len(tasks) >= 400 and tiers == {"line", "locate", "named", "file", "behaviour"}
+    for tier in ("line", "locate"):  # what the quickstart config evaluates: 32 of each
+        assert sum(t.tier == tier and t.split == "heldout" for t in tasks) >= 32
     split_of: dict[tuple[str, str], set[str]] = {}
     for t in tasks:
         repo = t.snapshot.dir.rsplit("/", 1)[-1]

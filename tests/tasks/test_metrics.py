@@ -1,7 +1,7 @@
 import pytest
 
 from cheetah.harness.trajectory import CallRecord, Trajectory, Turn
-from cheetah.tasks.metrics import pass_at_k, trajectory_metrics
+from cheetah.tasks.metrics import behaviour, pass_at_k, trajectory_metrics
 
 
 def test_pass_at_k_unbiased_estimator():
@@ -15,8 +15,8 @@ def test_pass_at_k_unbiased_estimator():
         pass_at_k(0, 0, 1)
 
 
-def call(i, name, is_error=False):
-    return CallRecord(index=i, name=name, args={}, output="", is_error=is_error)
+def call(i, name, is_error=False, **args):
+    return CallRecord(index=i, name=name, args=args, output="", is_error=is_error)
 
 
 def test_trajectory_metrics():
@@ -29,7 +29,11 @@ def test_trajectory_metrics():
                 calls=[call(1, "read_file"), call(2, "grep"), call(3, "list_dir")],
             ),
             Turn(index=1, assistant="", calls=[call(1, "edit_file"), call(2, "read_file")]),
-            Turn(index=2, assistant="", calls=[call(1, "edit_file", is_error=True)]),
+            Turn(
+                index=2,
+                assistant="",
+                calls=[call(1, "edit_file", is_error=True, path="a", old_str="x", new_str="x")],
+            ),
             Turn(index=3, assistant="done", completion_tokens=5),
         ],
     )
@@ -41,4 +45,10 @@ def test_trajectory_metrics():
     assert m["first_edit_turn"] == 1
     assert m["edits"] == 1
     assert m["tool_errors"] == 1
+    assert m["noop_edits"] == 1 and m["turns"] == 4
+    b = behaviour(
+        [traj, Trajectory(query="q", turns=[Turn(index=0, assistant="done")])], [None] * 2
+    )
+    assert b["turns_per_task"] == pytest.approx(2.5) and b["noop_edits"] == pytest.approx(0.5)
+    assert b["explore_before_edit"] == pytest.approx(1.5)
     assert m["completion_tokens"] == 5

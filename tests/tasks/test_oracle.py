@@ -1,9 +1,11 @@
-"""The oracle's demonstrations: minimal, unique edits; no read when the query quotes the text."""
+"""The oracle's demonstrations: minimal, unique edits; no read when the query quotes the text;
+a file the query does not name is searched for, in each of the three styles."""
 
 from cheetah.harness.protocol import parse_message
-from cheetah.tasks.oracle import minimal_edit, oracle_messages
+from cheetah.tasks.oracle import STYLES, minimal_edit, oracle_messages, style_for
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
+from cheetah.tasks.snapshot import materialize
 
 BEFORE = """def f(x):
     y = x + 1
@@ -69,3 +71,45 @@ def test_the_oracle_reads_only_what_the_query_does_not_quote(tmp_path):
     assert calls == [["read_file"], ["edit_file"], ["run_terminal"], []]
     calls = [[c.name for c in parse_message(m)] for m in oracle_messages(task, repo, False)]
     assert calls == [["read_file"], ["edit_file"], []], "without the test run: edit, answer"
+
+
+def test_a_file_the_query_does_not_name_is_searched_for_first_in_each_style(tmp_path):
+    task, repo = _task(tmp_path, "One operator is inverted in the line `if y > 2:`. Fix it.")
+    shapes = {}
+    for style in STYLES:
+        messages = oracle_messages(task, repo, run_tests=False, style=style)
+        shapes[style] = [[c.name for c in parse_message(m)] for m in messages]
+        [grep] = [c for c in parse_message(messages[0]) if c.args.get("path") is None]
+        assert grep.name == "grep" and grep.args == {"pattern": "if y > 2:", "literal": "true"}
+        assert messages[-1] == "I changed `if y > 2:` to `if y >= 2:` in m.py."
+    assert shapes == {
+        "search": [["grep"], ["edit_file"], []],
+        "read": [["grep"], ["read_file"], ["edit_file"], []],
+        "parallel": [["grep", "grep"], ["edit_file"], []],
+    }
+    [read] = parse_message(oracle_messages(task, repo, False, "read")[1])
+    assert read.args == {"path": "m.py", "start_line": "4", "end_line": "12"}  # line 8 +- 4
+    [_, test] = parse_message(oracle_messages(task, repo, False, "parallel")[0])
+    assert test.args == {"pattern": "def test_g(", "path": "tests/test_m.py", "literal": "true"}
+    assert {style_for(task.model_copy(update={"id": f"t{i}"})) for i in range(30)} == set(STYLES)
+
+
+async def test_every_style_solves_real_locate_tasks_without_a_tool_error(tmp_path):
+    from cheetah.sandbox.config import SandboxConfig
+    from cheetah.tasks.episode import run_episode
+    from cheetah.tasks.loaders import load_tasks, select_tasks
+    from cheetah.tasks.oracle import OraclePolicy
+    from cheetah.tasks.session import local_sessions
+
+    tasks = select_tasks(load_tasks("curriculum"), tier="locate", split="train")
+    sessions = local_sessions("local", config=SandboxConfig(base_dir=tmp_path))
+    for task, style in zip(tasks[::60], STYLES * 2, strict=False):
+        policy = OraclePolicy(task, run_tests=False)
+        policy._messages = oracle_messages(
+            task, materialize(task.snapshot, tmp_path / task.id), False, style
+        )
+        ep = await run_episode(task, policy, sessions)
+        assert ep.grade is not None and ep.grade.correct, (task.id, style)
+        calls = ep.trajectory.calls
+        assert calls[0].name == "grep" and not any(c.is_error for c in calls), (task.id, style)
+        assert calls[0].output.count("\n") == 0  # the quoted line is unique in the repo

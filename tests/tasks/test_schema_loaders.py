@@ -111,3 +111,18 @@ def test_select_filters():
 def test_parse_tasks_skips_comments_and_blank_lines(tmp_path):
     tasks = parse_tasks(["# a comment", "", json.dumps(GOOD)], "mem", tmp_path)
     assert [t.line for t in tasks] == [3]
+
+
+def test_several_tiers_are_selected_and_spread_equally():
+    from cheetah.tasks.loaders import load_tasks, select_tasks, spread
+
+    held = select_tasks(load_tasks("curriculum"), tier=["line", "locate"], split="heldout")
+    assert {t.tier for t in held} == {"line", "locate"}
+    picked = spread(held, 64)
+    assert [t.tier for t in picked].count("line") == [t.tier for t in picked].count("locate") == 32
+    assert [t.id for t in picked] == [t.id for t in held if t in picked]  # file order kept
+    for tier in ("line", "locate"):  # evenly spaced: the held-out repo and most others are in
+        repos = {t.snapshot.dir.rsplit("/", 1)[-1] for t in picked if t.tier == tier}
+        assert "webapi" in repos and len(repos) >= 5, repos
+    assert spread(held, 0) == held and spread(held, 10_000) == held
+    assert len(spread(held, 5)) == 5  # an odd limit: the first tier gets the extra one

@@ -33,3 +33,46 @@ def test_compare_pairs_tasks_by_id():
     cmp = compare(before, after)
     assert (cmp.tasks, cmp.only_before, cmp.only_after) == (3, 0, 2)
     assert cmp.p_value == pytest.approx(0.5)
+
+
+def test_wilcoxon_signed_rank_known_values():
+    from cheetah.tasks.stats import wilcoxon_signed_rank
+
+    assert wilcoxon_signed_rank([1, 2, 3], [1, 2, 3]) == 1.0  # no difference at all
+    assert wilcoxon_signed_rank([0] * 5, [1, 2, 3, 4, 5]) == pytest.approx(2 / 32)
+    assert wilcoxon_signed_rank([0] * 6, [1, 2, 3, 4, 5, 6]) == pytest.approx(2 / 64)
+    # Hollander & Wolfe's depression scores (R's wilcox.test example): V = 40, p = 0.0390625
+    x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+    y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+    assert wilcoxon_signed_rank(y, x) == pytest.approx(0.0390625)
+    assert wilcoxon_signed_rank(x, y) == pytest.approx(0.0390625)
+    # Ties: |1|, |1| share rank 1.5; all three up: 1 of 8 sign patterns is as extreme
+    assert wilcoxon_signed_rank([0, 0, 0], [1, 1, 2]) == pytest.approx(2 / 8)
+    with pytest.raises(ValueError):
+        wilcoxon_signed_rank([1], [1, 2])
+
+
+def test_wilcoxon_signed_rank_matches_enumerating_every_sign_pattern():
+    import itertools
+    import random
+
+    from cheetah.tasks.stats import wilcoxon_signed_rank
+
+    rng = random.Random(0)
+    for _ in range(40):
+        n = rng.randint(1, 9)
+        before = [rng.randint(0, 4) for _ in range(n)]
+        after = [rng.randint(0, 4) for _ in range(n)]
+        d = [b - a for a, b in zip(before, after, strict=True) if b != a]
+        if not d:
+            continue
+        mags = sorted(abs(v) for v in d)
+        rank = {m: (mags.index(m) + 1 + len(mags) - mags[::-1].index(m)) / 2 for m in mags}
+        w = sum(rank[abs(v)] for v in d if v > 0)
+        sums = [
+            sum(rank[abs(v)] for v, s in zip(d, signs, strict=True) if s)
+            for signs in itertools.product([0, 1], repeat=len(d))
+        ]
+        lo = sum(s <= w for s in sums) / len(sums)
+        hi = sum(s >= w for s in sums) / len(sums)
+        assert wilcoxon_signed_rank(before, after) == pytest.approx(min(1.0, 2 * min(lo, hi)))

@@ -54,3 +54,16 @@ async def test_cap_no_match_and_bad_regex(ws):
     r = await call_tool(ws, "grep", pattern="(unclosed")
     assert r.is_error and "invalid regular expression" in r.output
     assert (await call_tool(ws, "grep", pattern="x", path="nope")).is_error
+
+
+async def test_literal_matches_a_quoted_line_of_code_as_plain_text(ws):
+    (ws.root / "geo.py").write_text("def norm(x, y):\n    return (x ** 2 + y ** 2) ** 0.5\n")
+    line = "return (x ** 2 + y ** 2) ** 0.5"
+    r = await call_tool(ws, "grep", pattern=line)  # as a regex: '**' repeats nothing
+    assert r.is_error and "invalid regular expression" in r.output
+    r = await call_tool(ws, "grep", pattern=line, literal="true")
+    assert r.output == f"geo.py:2:     {line}"
+    r = await call_tool(ws, "grep", pattern="x ** 2 + y", literal="yes")
+    assert r.output.startswith("geo.py:2:")
+    r = await call_tool(ws, "grep", pattern=line, literal="maybe")
+    assert r.is_error and "<literal> must be true or false" in r.output

@@ -68,6 +68,7 @@ async function loadRun(name) {
   document.getElementById("run-summary").textContent =
     `${heldOut}; mean reward ${fmt(summary.mean_reward)}; ${summary.rollouts} rollouts`;
   drawCurves(metrics);
+  drawLearning(summary, metrics);
   drawTimeline(rollouts);
   fillRollouts(name, rollouts);
 }
@@ -92,6 +93,36 @@ function drawCurves(metrics) {
     svg.append(el("svg:text", { x: W - 150, y: 14 + 14 * i, fill: colours[n], "font-size": 11 }, n));
   });
   svg.append(el("svg:text", { x: W / 2, y: H - 6, "font-size": 10 }, `step (1..${maxStep})`));
+}
+
+// The summary's learning curve once the run is done; while it runs, the held-out points
+// stored so far (train.eval_every), by step.
+function learningPoints(summary, metrics) {
+  if (summary.learning_curve && summary.learning_curve.length) return summary.learning_curve;
+  const turns = new Map((metrics.heldout_turns_per_task || []).map(([s, v]) => [s, v]));
+  return (metrics.heldout_pass_rate || []).map(([s, v]) => ({ step: s, rollouts: s, pass_rate: v, turns_per_task: turns.get(s) }));
+}
+
+function drawLearning(summary, metrics) {
+  const svg = document.getElementById("learning");
+  svg.replaceChildren();
+  const pts = learningPoints(summary, metrics);
+  if (!pts.length) {
+    svg.append(el("svg:text", { x: 10, y: 20, "font-size": 12, class: "empty" }, "no held-out points during RL (train.eval_every = 0)"));
+    return;
+  }
+  const W = 640, H = 200, pad = 30;
+  const maxX = Math.max(1, ...pts.map((p) => p.rollouts));
+  const x = (r) => pad + ((W - 2 * pad) * r) / maxX;
+  const y = (v) => H - pad - (H - 2 * pad) * Math.max(0, Math.min(1, v));
+  svg.append(el("svg:line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#999" }));
+  svg.append(el("svg:polyline", { points: pts.map((p) => `${x(p.rollouts)},${y(p.pass_rate)}`).join(" "), fill: "none", stroke: "#2e9b4f", "stroke-width": 2, class: "learning" }));
+  for (const p of pts) {
+    svg.append(el("svg:circle", { cx: x(p.rollouts), cy: y(p.pass_rate), r: 3, fill: "#2e9b4f", class: "point" }));
+    const label = `${fmt(p.pass_rate)}` + (p.turns_per_task == null ? "" : ` / ${p.turns_per_task.toFixed(2)} turns`);
+    svg.append(el("svg:text", { x: x(p.rollouts) - 20, y: y(p.pass_rate) - 8, "font-size": 10 }, label));
+  }
+  svg.append(el("svg:text", { x: W / 2 - 40, y: H - 6, "font-size": 10 }, `rollouts trained on (0..${maxX})`));
 }
 
 function drawTimeline(rollouts) {
