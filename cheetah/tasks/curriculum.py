@@ -29,6 +29,7 @@ queries never quote the mutated line; the ``named`` tier names the function on p
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -89,14 +90,21 @@ def _changed_line(fp: FilePatch) -> str | None:
     return changed[0].strip() if len(changed) == 1 else None
 
 
+@functools.lru_cache(maxsize=1)  # tasks come repo by repo: each repo's files are read once
+def _python_texts(repo_dir: Path) -> dict[str, str]:
+    """The repo's Python files outside hidden directories, by relative path."""
+    out = {}
+    for f in sorted(repo_dir.rglob("*.py")):
+        rel = f.relative_to(repo_dir)
+        if not any(part.startswith(".") for part in rel.parts):
+            out[rel.as_posix()] = f.read_text(encoding="utf-8", errors="replace")
+    return out
+
+
 def _count_in_repo(repo_dir: Path, path: str, mutated: str, text: str) -> int:
     """How often ``text`` occurs in the repo's Python files, ``path`` read as ``mutated``."""
-    n = mutated.count(text)
-    for f in sorted(repo_dir.rglob("*.py")):
-        rel = f.relative_to(repo_dir).as_posix()
-        if rel != path and not any(part.startswith(".") for part in f.parts):
-            n += f.read_text(encoding="utf-8", errors="replace").count(text)
-    return n
+    others = (t for rel, t in _python_texts(repo_dir).items() if rel != path)
+    return mutated.count(text) + sum(t.count(text) for t in others)
 
 
 def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]:
