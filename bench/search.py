@@ -53,9 +53,12 @@ def bench_index(tree: Path, repeat: int) -> None:
 
 
 def bench_retrieval(steps: int, out: Path) -> None:
-    from cheetah.search.train import TrainConfig, train_embedder
+    from cheetah.search.train import train_embedder
+    from cheetah.search.train_config import EmbedderTrainConfig
 
-    figures = train_embedder("default", out, Path("benchmark"), TrainConfig(max_steps=steps))
+    figures = train_embedder(
+        "default", out, Path("benchmark"), EmbedderTrainConfig(max_steps=steps)
+    )
     print(
         f"retrieval: {figures['pairs']} training pairs, {figures['steps']} steps in "
         f"{figures['train_s']:.0f} s, loss {figures['first_loss']:.3f} -> {figures['last_loss']:.3f}"

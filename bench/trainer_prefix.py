@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cheetah.model.loading import load_model
-    from cheetah.rl.trainer import TrainConfig, Trainer, micro_batches, shared_prefix_len
+    from cheetah.rl.batching import micro_batches, shared_prefix_len
+    from cheetah.rl.trainer import TrainConfig, Trainer
 
     loaded = load_model(args.model)
     samples = build_samples(loaded.tokenizer, args)

@@ -6,13 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cheetah.harness.trajectory import Trajectory
 from tests.conftest import FIX_SCRIPT
 
 BIN = Path(sys.executable).parent
 
 
-def cheetah(*args, stdin=None, cwd=None):
+def cheetah(*args, stdin=None, cwd=None, timeout=120):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "COLUMNS": "100"}
     return subprocess.run(
         [BIN / "cheetah", *map(str, args)],
@@ -21,7 +23,7 @@ def cheetah(*args, stdin=None, cwd=None):
         text=True,
         env=env,
         cwd=cwd,
-        timeout=120,
+        timeout=timeout,
     )
 
 
@@ -130,6 +132,18 @@ def test_agent_with_an_in_process_model_records_engine_tokens(sample_repo, tmp_p
     assert turn.policy_version == 0 and traj.policy == "engine:tiny"
     r = cheetah("agent", "q", "--repo", sample_repo, "--model", str(tmp_path / "no-model"))
     assert r.returncode == 2 and "unknown model" in r.stderr
+
+
+@pytest.mark.timeout(1200)  # loads the default model: slow on a busy machine
+def test_agent_with_the_default_model_exits_0(sample_repo):
+    """The engine's step thread is stopped before exit: with a real model its torch threads
+    once made the process abort at interpreter exit (SIGABRT, status 134) after a good run."""
+    r = cheetah(
+        "agent", "Say hi.", "--repo", sample_repo, "--model", "default",
+        "--max-turns", "1", "--max-new-tokens", "8", "--quiet", timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "terminate called" not in r.stderr
 
 
 def test_limit_flags_come_from_the_typed_limits(tmp_path):

@@ -16,7 +16,9 @@ import pytest
 from cheetah import __version__
 from tests.conftest import REPO_ROOT
 
-pytestmark = pytest.mark.slow
+# Builds, installs (pip resolves from the registry) and runs ten commands, each bounded at
+# 600 s: the suite's 300 s for the whole would be the bound a busy machine meets first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"

@@ -16,10 +16,8 @@ def _agent(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.core.workspace import LocalWorkspace
-    from cheetah.harness.display import TurnPrinter
-    from cheetah.harness.loop import run_agent
     from cheetah.harness.policy import PolicyError
-    from cheetah.harness.policy_spec import policy_from_spec
+    from cheetah.harness.policy_spec import close_policy, policy_from_spec
 
     console = Console(stderr=args.quiet)
     try:
@@ -42,6 +40,16 @@ def _agent(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"cheetah agent: {e}", file=sys.stderr)
         return 2
+    try:
+        return _run(args, console, policy, workspace, limits)
+    finally:
+        close_policy(policy)
+
+
+def _run(args, console, policy, workspace, limits) -> int:
+    from cheetah.harness.display import TurnPrinter
+    from cheetah.harness.loop import run_agent
+
     printer = TurnPrinter(console)
     on_turn = None if args.quiet else printer
     if args.sandbox:

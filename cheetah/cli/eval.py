@@ -28,7 +28,7 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.harness.policy import PolicyError
-    from cheetah.harness.policy_spec import policy_from_spec
+    from cheetah.harness.policy_spec import close_policy, policy_from_spec
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.grader import GraderConfig
     from cheetah.tasks.oracle import OraclePolicy
@@ -82,22 +82,25 @@ def _eval(args: argparse.Namespace) -> int:
         mark = "error" if res.error and not res.correct else ("pass" if res.correct else "fail")
         progress.update(bar, advance=1, last=f"{res.task_id}#{res.sample}: {mark}")
 
-    with progress:
-        report = asyncio.run(
-            with_sessions(
-                args,
-                lambda sessions: run_eval(
-                    tasks,
-                    make_policy,
-                    sessions,
-                    config,
-                    model=args.model,
-                    out_dir=args.out,
-                    on_sample=done,
-                ),
-                EmbeddingCodeSearch(),
+    try:
+        with progress:
+            report = asyncio.run(
+                with_sessions(
+                    args,
+                    lambda sessions: run_eval(
+                        tasks,
+                        make_policy,
+                        sessions,
+                        config,
+                        model=args.model,
+                        out_dir=args.out,
+                        on_sample=done,
+                    ),
+                    EmbeddingCodeSearch(),
+                )
             )
-        )
+    finally:
+        close_policy(shared)
     report.tasks_file = str(args.tasks)
     paths = write_report(report, args.out)
     s = report.summary

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 from cheetah import bundled
+from cheetah.cli.flags import add_flags, from_flags
+from cheetah.search.train_config import EmbedderTrainConfig, RerankerTrainConfig
 
 
 def _index_dir(args: argparse.Namespace, model_name: str) -> Path:
@@ -90,19 +92,13 @@ def _train(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cheetah.cli.task_common import progress_for
-    from cheetah.search.train import TrainConfig, train_embedder
+    from cheetah.search.train import train_embedder
 
-    cfg = TrainConfig(
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        temperature=args.temperature,
-        max_steps=args.max_steps,
-        seed=args.seed,
-        hard_negatives=not args.no_hard_negatives,
-        lora_rank=args.lora_rank,
-        max_tokens=args.max_tokens,
-    )
+    try:
+        cfg = from_flags(EmbedderTrainConfig, args, EmbedderTrainConfig.model_fields)
+    except ValueError as e:
+        print(f"cheetah search train: {e}", file=sys.stderr)
+        return 2
     tasks = None if args.no_tasks else bundled.task_file(args.tasks)
     if tasks is not None and not tasks.is_file():
         print(f"cheetah search train: no task file {tasks}", file=sys.stderr)
@@ -191,17 +187,13 @@ def _eval(args: argparse.Namespace) -> int:
 def _train_reranker(args: argparse.Namespace) -> int:
     import time
 
-    from cheetah.search.rerank import RerankConfig, save, train_reranker, training_groups
+    from cheetah.search.rerank import save, train_reranker, training_groups
 
-    cfg = RerankConfig(
-        steps=args.steps, groups=args.groups, negatives=args.negatives, lr=args.lr,
-        lora_rank=args.lora_rank, max_tokens=args.max_tokens, seed=args.seed,
-    )  # fmt: skip
-    for name, value in (("--steps", cfg.steps), ("--groups", cfg.groups),
-                        ("--negatives", cfg.negatives), ("--lora-rank", cfg.lora_rank)):  # fmt: skip
-        if value < 1:
-            print(f"cheetah search train-reranker: {name} must be at least 1", file=sys.stderr)
-            return 2
+    try:
+        cfg = from_flags(RerankerTrainConfig, args, RerankerTrainConfig.model_fields)
+    except ValueError as e:
+        print(f"cheetah search train-reranker: {e}", file=sys.stderr)
+        return 2
     packages = tuple(args.package) if args.package else None
     if bad := _bad_package(packages or (), "train-reranker"):
         print(bad, file=sys.stderr)
@@ -233,7 +225,7 @@ def _train_reranker(args: argparse.Namespace) -> int:
     needed = cfg.steps * cfg.groups
     print(f"{len(groups)} training groups of 1 + {cfg.negatives} codes; {needed} used")
     enc, losses = train_reranker(groups, cfg, log=print, init=init)
-    info = {"config": cfg.__dict__ | {"lora_rank": enc.lora_rank}, "init": args.init,
+    info = {"config": cfg.model_dump() | {"lora_rank": enc.lora_rank}, "init": args.init,
             "groups": len(groups), "steps": len(losses),
             "first_loss": losses[0] if losses else None,
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
@@ -325,28 +317,7 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         help="mine docstring pairs from this installed package (repeatable; default: the 30 "
         "of search/pairs.py TRAIN_PACKAGES)",
     )
-    t.add_argument("--epochs", type=int, default=1)
-    t.add_argument("--batch-size", type=int, default=32)
-    t.add_argument("--lr", type=float, default=3e-5)
-    t.add_argument("--temperature", type=float, default=0.05)
-    t.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: all)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument(
-        "--no-hard-negatives",
-        action="store_true",
-        help="in-batch negatives only (default: each pair also brings another function of "
-        "its own file as a negative)",
-    )
-    t.add_argument(
-        "--lora-rank",
-        type=int,
-        default=0,
-        help="train a LoRA adapter of this rank (a small directory; loads on the stock model) "
-        "instead of all weights",
-    )
-    t.add_argument(
-        "--max-tokens", type=int, default=128, help="tokens per text while training (speed)"
-    )
+    add_flags(t, EmbedderTrainConfig, EmbedderTrainConfig.model_fields)
     t.add_argument("--json", help="also write the figures to this JSON file")
     t.set_defaults(func=_train)
 
@@ -389,12 +360,7 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         "are refused). --init trains a saved re-ranker further. A line every ~10 s.",
     )
     r.add_argument("--out", type=Path, required=True, help="directory for the re-ranker")
-    r.add_argument("--steps", type=int, default=900)
-    r.add_argument("--groups", type=int, default=4, help="queries per step")
-    r.add_argument("--negatives", type=int, default=7, help="wrong codes per query")
-    r.add_argument("--lr", type=float, default=5e-4)
-    r.add_argument("--lora-rank", type=int, default=16)
-    r.add_argument("--max-tokens", type=int, default=160, help="query + code, while training")
+    add_flags(r, RerankerTrainConfig, RerankerTrainConfig.model_fields)
     r.add_argument("--per-package", type=int, default=300, help="pairs per package, at most")
     r.add_argument(
         "--package",
@@ -414,7 +380,6 @@ def add_commands(sub_: argparse._SubParsersAction) -> None:
         help="train on from this re-ranker ('default': the shipped one, or a directory "
         "written by train-reranker) instead of a fresh adapter and head",
     )
-    r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_train_reranker)
 
     d = sub.add_parser(

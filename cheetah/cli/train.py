@@ -7,6 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from cheetah import bundled
+
 
 def _train(args: argparse.Namespace) -> int:
     from cheetah.rl.config import ConfigError, load_config
@@ -43,7 +45,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--config",
             type=Path,
-            help="TOML config file, or a bundled one by name: quickstart, learn, gpu",
+            help="TOML config file, or a bundled one by name: "
+            + ", ".join(bundled.names(bundled.CONFIGS, ".toml")),
         )
         p.add_argument(
             "--set",

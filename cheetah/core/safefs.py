@@ -29,9 +29,8 @@ Why this and not a file service inside the sandbox (a daemon per session, as mic
 sandboxes run): it is as strong for what the host must never do (follow a planted
 link, block on a planted FIFO, read past a limit), it costs microseconds per call
 instead of a process per call or a daemon per session, and it serves the trusted
-local workspace with the same code. Measured (bench/file_tools.py, BENCHMARKS.md):
-one small read costs 0.16x the old path-checking code (``Path.resolve`` was the cost),
-whole tool calls 0.7-1.2x of what they were, and a sandboxed ``cat`` about 270x more.
+local workspace with the same code (``bench/file_tools.py`` compares it with checking
+paths, and with a command run in the sandbox; figures in BENCHMARKS.md).
 
 Left out: following links that stay inside the workspace (a link is reported with its
 target; read the target). One job, kept whole in one file (hence its length) so that

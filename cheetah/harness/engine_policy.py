@@ -34,11 +34,21 @@ class EnginePolicy:
         tokenizer: Any,
         sampling: SamplingParams | None = None,
         name: str = "engine",
+        owns_engine: bool = False,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.sampling = (sampling or SamplingParams()).validate()
         self.name = name
+        self.owns_engine = owns_engine
+
+    def close(self) -> None:
+        """Stop the engine if this policy started it (its step thread must be joined before
+        the interpreter exits, or the process aborts there); a shared engine is the
+        caller's to close."""
+        close = getattr(self.engine, "close", None)
+        if self.owns_engine and close is not None:
+            close()
 
     async def generate(self, messages: list[Message]) -> Generation:
         prompt = prompt_token_ids(messages, self.tokenizer)

@@ -38,4 +38,13 @@ def _local_engine_policy(spec: str, temperature: float, max_tokens: int) -> Poli
         raise PolicyError(str(e)) from None
     engine = LocalEngine.from_loaded(loaded)
     sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
-    return EnginePolicy(engine, loaded.tokenizer, sampling, name=f"engine:{loaded.name}")
+    return EnginePolicy(
+        engine, loaded.tokenizer, sampling, name=f"engine:{loaded.name}", owns_engine=True
+    )
+
+
+def close_policy(policy: object) -> None:
+    """Release what ``policy_from_spec`` started for ``policy`` (a local engine's thread)."""
+    close = getattr(policy, "close", None)
+    if callable(close):
+        close()

@@ -14,8 +14,8 @@ so at most one layer's old buffers are alive beside the new ones.
 
 The cache is a transformers ``DynamicCache`` whose per-layer ``keys``/``values`` we edit
 directly. Its layers are ``_SpareLayer``s: the stock layer re-concatenates the whole cache on
-every decode step (a copy of every row's keys and values per layer per token; 12% of a CPU
-step at batch 8 in a profile of SmolLM2-135M); ours appends into spare capacity and hands
+every decode step (a copy of every row's keys and values per layer per token, a visible
+share of a CPU decode step); ours appends into spare capacity and hands
 out views.
 Left out: paged blocks, sharing KV memory between rows, and sliding-window layers.
 """

@@ -25,21 +25,21 @@ deployment should use, through ``RemoteEngine``.
 
 Prefix reuse (``prefix_cache.py`` says how blocks are stored and evicted): every agent prompt
 starts with the same ~1,100-token system prompt, group members share their query, and turn
-N+1 extends turn N's prompt and reply; before this, each of them paid a full prefill (2.3 s
-for 1,300 tokens on 2 CPU cores with SmolLM2-135M). A request whose prompt starts with cached
+N+1 extends turn N's prompt and reply; without reuse each of them pays a full prefill. A
+request whose prompt starts with cached
 blocks prefills only the rest, from position ``hit length`` on, after the cached KV
 (``KVBatch.prefill`` with prefixes). At least the last prompt token is always run: its logits
 give the first sample. Requests admitted in the same step that share a block not cached yet
 would all miss; so one of them (a leader) is prefilled first and stored, and the others are
 looked up again after it, within the same step. Outputs stay exact: the cached keys and
 values are those the model computed for the same tokens at the same positions, so only
-float rounding differs (fp32 logprobs within 2e-5 of the no-cache engine in
-``bench/engine.py``; greedy tokens identical). ``load_weights`` clears the cache, and a request that was running
+float rounding differs (``bench/engine.py`` compares logprobs and greedy tokens with the
+engine without the cache). ``load_weights`` clears the cache, and a request that was running
 across a weight change is not stored. ``prefix_cache_tokens=0`` turns all of this off;
 models with sliding-window layers run without it. ``stats()`` reports tokens reused.
 
 Text, for streamed requests and stop strings, is built a token at a time
-(``detokenize.py``): each step decodes a window of a few tokens, and stop strings are searched
+(``request.py``, ``detokenize.py``): each step decodes a window of a few tokens, and stop strings are searched
 for only in the text held back plus the new piece, so a request's text costs time linear in
 its length. Requests that need neither are decoded once, at the end.
 
@@ -56,7 +56,7 @@ only CPU is exercised here. Left out: paged KV memory (cached prefixes are copie
 batch, not shared), speculative decoding, chunked prefill, CUDA graphs. Longer than most
 modules because the engine thread's loop (admission, prefill with cached prefixes, decode,
 weight loads between steps) shares one state; the pieces that stand alone live beside it
-(batch, sampling, prefix_cache, detokenize).
+(batch, request, sampling, prefix_cache, detokenize).
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -84,6 +83,7 @@ from cheetah.inference.protocol import (
     InvalidRequest,
     SamplingParams,
 )
+from cheetah.inference.request import EngineRequest, EngineStats, TokenEvent
 from cheetah.inference.sampling import sample
 from cheetah.memory import release_memory
 from cheetah.model.loading import LoadedModel, check_state_dict
@@ -94,81 +94,6 @@ from cheetah.model.loading import LoadedModel, check_state_dict
 # larger forwards, which a GPU (where a forward's fixed cost is larger) prefers too.
 FORWARD_COST_TOKENS = 64
 TRIM_EVERY_S = 2.0  # heap trims (``_trim_memory``) at most this often
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """Counters since the engine started; ``LocalEngine.stats()`` takes a snapshot."""
-
-    steps: int
-    prompt_tokens: int  # prompt tokens of the requests admitted
-    prompt_tokens_reused: int  # of those, taken from the prefix cache instead of prefilled
-    prefix_cache_tokens: int  # tokens whose KV the prefix cache holds now
-    prefix_cache_capacity: int
-    prefix_cache_evicted: int
-
-    @property
-    def prefix_hit_rate(self) -> float:
-        return self.prompt_tokens_reused / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-@dataclass
-class TokenEvent:
-    """One sampled token, streamed as soon as it exists. ``text`` is the new printable text."""
-
-    token_id: int
-    logprob: float
-    text: str
-    policy_version: int
-    top_logprobs: list[tuple[int, float]] = field(default_factory=list)
-
-
-@dataclass
-class _Request:
-    prompt_ids: list[int]
-    sampling: SamplingParams
-    loop: asyncio.AbstractEventLoop
-    events: asyncio.Queue[TokenEvent | Completion | BaseException]
-    generator: torch.Generator
-    want_text: bool
-    ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    top: list[list[tuple[int, float]]] = field(default_factory=list)
-    # text, when streamed or checked for stop strings (``advance_text``); else decoded once
-    detokenizer: IncrementalDetokenizer | None = None
-    text_parts: list[str] = field(default_factory=list)  # settled: streamed, before any stop
-    unsent: str = ""  # decoded, held back: a stop string's start that the next tokens may end
-    first_version: int | None = None
-    weights: int = 0  # the engine's weight generation at prefill (the prefix cache needs it)
-    leaving: bool = False  # finished, cancelled, or nobody listens: drop the row
-
-    def advance_text(self, final: bool) -> tuple[str, bool]:
-        """Decode the newest token; return the text now safe to send (also kept in
-        ``text_parts``) and whether a stop string appeared (the text ends before it). Work per
-        token is bounded by the stop strings' length, not the output's: a match that ends in
-        the new text starts in ``unsent`` (``_held_back`` holds every suffix that begins a
-        stop string), so only ``unsent`` + the new piece is searched. ``final``: the request
-        ends at this token anyway; nothing is held back, a partial character comes out as
-        U+FFFD."""
-        assert self.detokenizer is not None
-        stops = self.sampling.stop
-        tail = self.unsent + self.detokenizer.push(self.ids[-1])
-        if final:
-            tail += self.detokenizer.flush()
-        cut = min((i for i in (tail.find(s) for s in stops) if i >= 0), default=-1)
-        if cut >= 0:
-            tail, final = tail[:cut], True
-        end = len(tail) if final else len(tail) - _held_back(tail, stops)
-        delta, self.unsent = tail[:end], tail[end:]
-        if delta:
-            self.text_parts.append(delta)
-        return delta, cut >= 0
-
-    def send(self, item: TokenEvent | Completion | BaseException) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, item)
-        except RuntimeError:  # the caller's loop is closed; nobody is listening
-            self.leaving = True
 
 
 class LocalEngine:
@@ -206,11 +131,11 @@ class LocalEngine:
         self._version = version
         self._eos = _eos_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
-        self._batch: KVBatch[_Request] = KVBatch(
+        self._batch: KVBatch[EngineRequest] = KVBatch(
             model, int(pad if pad is not None else next(iter(self._eos)))
         )
         self._cond = threading.Condition()
-        self._waiting: deque[_Request] = deque()
+        self._waiting: deque[EngineRequest] = deque()
         self._weights: list[tuple[dict[str, torch.Tensor], int, asyncio.Future[None]]] = []
         self._prefix = PrefixCache(prefix_cache_tokens if self._batch.reusable else 0)
         self._weights_generation = 0  # bumped by every load: KV computed before it is stale
@@ -295,7 +220,9 @@ class LocalEngine:
 
     # -- submission ----------------------------------------------------------------------
 
-    def _submit(self, prompt_ids: list[int], sampling: SamplingParams, want_text: bool) -> _Request:
+    def _submit(
+        self, prompt_ids: list[int], sampling: SamplingParams, want_text: bool
+    ) -> EngineRequest:
         sampling.validate()
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
@@ -309,7 +236,7 @@ class LocalEngine:
             raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
         generator = torch.Generator()
         generator.manual_seed(sampling.seed if sampling.seed is not None else next(self._seeds))
-        request = _Request(
+        request = EngineRequest(
             prompt_ids=prompt,
             sampling=sampling,
             loop=asyncio.get_running_loop(),
@@ -376,7 +303,7 @@ class LocalEngine:
         for _, _, future in self._weights:
             future.get_loop().call_soon_threadsafe(_set_exception, future, error)
 
-    def _trim_memory(self, admitted: list[_Request]) -> None:
+    def _trim_memory(self, admitted: list[EngineRequest]) -> None:
         """After steps that reshaped the batch (rows in or out: fresh KV buffers, prefill
         activations), give freed heap pages back to the OS (``cheetah/memory.py``), at most
         every ``TRIM_EVERY_S`` and always when the batch empties (the engine may idle next):
@@ -388,7 +315,7 @@ class LocalEngine:
             release_memory()
             self._trimmed_at, self._rows_after_trim = time.monotonic(), len(self._batch)
 
-    def _fits(self, admitted: list[_Request]) -> bool:
+    def _fits(self, admitted: list[EngineRequest]) -> bool:
         """Whether the running rows plus ``admitted`` stay within ``max_batch_tokens`` until
         they all end: the batch is as wide as its longest row (``KVBatch`` compacts rows), and
         no row grows past prompt + ``max_tokens`` (or the context). A request alone in an
@@ -413,11 +340,11 @@ class LocalEngine:
             return
         future.get_loop().call_soon_threadsafe(_set_result, future)
 
-    def _prefill(self, requests: list[_Request]) -> None:
+    def _prefill(self, requests: list[EngineRequest]) -> None:
         pending = requests
         while pending:  # more than one round only when admitted prompts share uncached blocks
-            leaders: list[tuple[_Request, PrefixHit]] = []
-            followers: list[_Request] = []
+            leaders: list[tuple[EngineRequest, PrefixHit]] = []
+            followers: list[EngineRequest] = []
             shared: set[tuple[object, tuple[int, ...]]] = set()
             for r in pending:
                 # the last token is always run: its logits give the first sample
@@ -434,7 +361,7 @@ class LocalEngine:
                 self._prefill_group(group)
             pending = followers
 
-    def _prefill_group(self, group: list[tuple[_Request, PrefixHit]]) -> None:
+    def _prefill_group(self, group: list[tuple[EngineRequest, PrefixHit]]) -> None:
         requests = [r for r, _ in group]
         logits = self._batch.prefill(
             requests,
@@ -470,7 +397,7 @@ class LocalEngine:
 
     # -- sampling and bookkeeping --------------------------------------------------------
 
-    def _sample_and_update(self, requests: list[_Request], logits: torch.Tensor) -> None:
+    def _sample_and_update(self, requests: list[EngineRequest], logits: torch.Tensor) -> None:
         ids, logprobs, tops = sample(
             logits.float().cpu(), [r.sampling for r in requests], [r.generator for r in requests]
         )
@@ -494,16 +421,16 @@ class LocalEngine:
                 r.send(self._completion(r, reason))
                 r.leaving = True
 
-    def _finish_reason(self, r: _Request) -> FinishReason | None:
+    def _finish_reason(self, r: EngineRequest) -> FinishReason | None:
         s = r.sampling
         token = r.ids[-1]
         if not s.ignore_eos and (token in self._eos or token in s.stop_token_ids):
             return "stop"
         if len(r.ids) >= s.max_tokens or len(r.prompt_ids) + len(r.ids) >= self.max_context:
             return "length"
-        return None  # a stop string is found by ``_Request.advance_text``
+        return None  # a stop string is found by ``EngineRequest.advance_text``
 
-    def _completion(self, r: _Request, reason: FinishReason) -> Completion:
+    def _completion(self, r: EngineRequest, reason: FinishReason) -> Completion:
         if r.detokenizer is not None:
             text = "".join(r.text_parts)
         else:  # neither streamed nor stop strings: one decode at the end
@@ -521,16 +448,16 @@ class LocalEngine:
 
 
 def _prefill_groups(
-    items: list[tuple[_Request, PrefixHit]],
-) -> list[list[tuple[_Request, PrefixHit]]]:
+    items: list[tuple[EngineRequest, PrefixHit]],
+) -> list[list[tuple[EngineRequest, PrefixHit]]]:
     """Split into prefill groups by uncached length: left padding to the longest is compute
     spent on nothing, so a request starts a new group when the padding it would add to the
     group's rows costs more than a forward of its own."""
 
-    def todo(item: tuple[_Request, PrefixHit]) -> int:
+    def todo(item: tuple[EngineRequest, PrefixHit]) -> int:
         return len(item[0].prompt_ids) - item[1].length
 
-    groups: list[list[tuple[_Request, PrefixHit]]] = []
+    groups: list[list[tuple[EngineRequest, PrefixHit]]] = []
     longest = 0
     for item in sorted(items, key=todo):
         if groups and len(groups[-1]) * (todo(item) - longest) <= FORWARD_COST_TOKENS:
@@ -552,19 +479,6 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     if not ids:
         raise ValueError("the tokenizer and model config name no end-of-sequence token")
     return ids
-
-
-def _held_back(text: str, stops: tuple[str, ...]) -> int:
-    """Characters at the end of ``text`` not yet safe to stream: a prefix of a stop string
-    that the next tokens may complete. (Partial UTF-8 characters never reach here: the
-    detokenizer holds them.)"""
-    hold = 0
-    for stop in stops:
-        for n in range(min(len(stop) - 1, len(text)), hold, -1):
-            if text.endswith(stop[:n]):
-                hold = n
-                break
-    return hold
 
 
 def _set_result(future: asyncio.Future[None]) -> None:

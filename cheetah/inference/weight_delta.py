@@ -6,8 +6,8 @@ bit for bit. Per tensor: XOR the raw bytes of new and base (viewed as an integer
 same width), split the result into byte planes (all first bytes of each element, then all
 second bytes, ...), and compress each plane. A small optimizer step leaves sign, exponent and
 the top of the mantissa unchanged, so the high planes are almost all zeros; the plane split
-puts those zeros next to each other, which makes deflate about twice as fast and 10-15% smaller
-than compressing the interleaved XOR. The compressor is zstandard when it is importable, else
+puts those zeros next to each other, which makes deflate faster and its output smaller than
+compressing the interleaved XOR. The compressor is zstandard when it is importable, else
 zlib (level 1, run-length strategy: faster and smaller than the default strategy on these
 planes); the header records which.
 

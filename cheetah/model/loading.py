@@ -84,30 +84,43 @@ def default_gguf_path() -> Path:
     return path
 
 
-def load_model(spec: str | Path) -> LoadedModel:
-    """Load ``default``, ``tiny`` or a path (see the module docstring) in eval mode."""
-    _offline()
-    if str(spec) == "default":
-        return load_default()
-    if str(spec) == "tiny":
-        return build_tiny()
+def check_spec(spec: str | Path) -> str:
+    """Which kind of model ``spec`` names (``default``, ``tiny``, ``dir``, ``gguf``,
+    ``safetensors``), from the file system alone: nothing is loaded. Raises
+    ``ModelLoadError`` naming what is wrong, so a job can refuse a bad spec before it starts."""
+    if str(spec) in ("default", "tiny"):
+        return str(spec)
     path = Path(spec).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
-        return _load_hf_dir(path)
+        return "dir"
     if path.is_file() and path.suffix == ".gguf":
-        model, tokenizer = _load_gguf(path)
-        return LoadedModel(_eval(model), tokenizer, path.stem)
+        return "gguf"
     if path.is_file() and path.suffix == ".safetensors":
         if not (path.parent / "config.json").is_file():
             raise ModelLoadError(
                 f"{path}: a .safetensors file holds weights only; put config.json and the "
                 "tokenizer files beside it"
             )
-        return _load_hf_dir(path.parent, weights=path)
+        return "safetensors"
     raise ModelLoadError(
         f"no model at {str(spec)!r}: expected 'default', 'tiny', a directory with config.json, "
         "a .safetensors file next to config.json, or a .gguf file"
     )
+
+
+def load_model(spec: str | Path) -> LoadedModel:
+    """Load ``default``, ``tiny`` or a path (see the module docstring) in eval mode."""
+    kind = check_spec(spec)
+    _offline()
+    if kind == "default":
+        return load_default()
+    if kind == "tiny":
+        return build_tiny()
+    path = Path(spec).expanduser()
+    if kind == "gguf":
+        model, tokenizer = _load_gguf(path)
+        return LoadedModel(_eval(model), tokenizer, path.stem)
+    return _load_hf_dir(path) if kind == "dir" else _load_hf_dir(path.parent, weights=path)
 
 
 def load_default() -> LoadedModel:

@@ -7,8 +7,8 @@ power-of-two scale (E8M0). The spec's scale ("floor" mode) is
 to nearest-even E4M3 (torch's own float8_e4m3fn cast) and saturated at +-448, so a
 block's largest values can clip by up to 12.5 %. "rceil" mode (what NVIDIA's
 conversion instructions do) rounds the scale up instead, ``2 ** ceil(log2(amax / 448))``,
-and never clips; ``MODE`` picks the default: "rceil", which bench/mxfp8.py measured at
-half the logprob error of "floor" on the default model. ``quantize`` gives the E4M3 bytes and scales (what a
+and never clips; ``MODE`` picks the default: "rceil", the one with the smaller logprob
+error on the default model in bench/mxfp8.py. ``quantize`` gives the E4M3 bytes and scales (what a
 checkpoint stores and an MX tensor core reads); ``fake_quant`` gives their exact values
 in the input dtype.
 

@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah import bundled
 from cheetah.config import ConfigError, read_toml, validate
+from cheetah.harness.loop import AgentLimits
 from cheetah.inference.remote import ServerKind
 from cheetah.tasks.grader import GraderConfig
+from cheetah.tasks.schema import Split
 
 
 class _Section(BaseModel):
@@ -49,7 +51,9 @@ class TrainConfig(BaseModel):
 
     lr: float = Field(1e-5, gt=0.0, description="peak learning rate of RL steps")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
-    betas: tuple[float, float] = Field((0.9, 0.98), description="AdamW betas")
+    betas: tuple[
+        Annotated[float, Field(ge=0.0, lt=1.0)], Annotated[float, Field(ge=0.0, lt=1.0)]
+    ] = Field((0.9, 0.98), description="AdamW betas, each in [0, 1)")
     grad_clip: float = Field(1.0, gt=0.0, description="clip of the global gradient norm")
     micro_batch_tokens: int = Field(
         4096, ge=1, description="tokens one forward/backward runs at most (padded)"
@@ -58,6 +62,12 @@ class TrainConfig(BaseModel):
     grad_checkpointing: bool = Field(
         False, description="recompute activations in backward (less memory, more compute)"
     )
+    updates_per_batch: int = Field(
+        1,
+        ge=1,
+        description="optimizer updates on each RL batch (PPO epochs); above 1 the ratio moves "
+        "away from 1 and loss.clip_low/clip_high bound it",
+    )
     share_prefix: bool = Field(
         True, description="run each micro-batch's shared token prefix once (exact)"
     )
@@ -65,9 +75,13 @@ class TrainConfig(BaseModel):
 
 
 class RunSection(_Section):
-    name: str = Field("quickstart", description="run directory name under out_dir")
+    name: str = Field(
+        "quickstart",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="run directory name under out_dir (letters, digits, . _ -)",
+    )
     out_dir: Path = Field(Path("runs"), description="where run directories go")
-    seed: int = Field(0, description="task order and sampling seed")
+    seed: int = Field(0, ge=0, description="task order and sampling seed")
 
 
 class ModelSection(_Section):
@@ -75,9 +89,9 @@ class ModelSection(_Section):
         "default",
         description="default | tiny | a HF directory (a MoE from `cheetah moe upcycle` too)",
     )
-    max_batch: int = Field(16, description="engine batch (concurrent sequences)")
+    max_batch: int = Field(16, ge=1, description="engine batch (concurrent sequences)")
     max_batch_tokens: int = Field(
-        65536, description="engine KV bound: rows x (longest prompt + max_new_tokens)"
+        65536, ge=1, description="engine KV bound: rows x (longest prompt + max_new_tokens)"
     )
     prefix_cache_tokens: int | None = Field(
         None,
@@ -121,8 +135,8 @@ class TasksSection(_Section):
     tier: str | list[str] | None = Field(
         "easy", description="only tasks of this tier, or of these tiers (None: all)"
     )
-    train_split: str = Field("train")
-    eval_split: str = Field("heldout")
+    train_split: Split = Field("train", description="the tasks RL and SFT train on")
+    eval_split: Split = Field("heldout", description="the tasks every stage is evaluated on")
     eval_limit: int = Field(
         0,
         ge=0,
@@ -134,15 +148,23 @@ class TasksSection(_Section):
         return [self.tier] if isinstance(self.tier, str) else self.tier
 
 
-class RolloutSection(_Section):
-    group_size: int = Field(8, description="rollouts per task (G)")
-    groups_per_step: int = Field(2, description="complete groups per optimizer step")
-    workers: int = Field(2, description="Ray rollout workers")
-    worker_capacity: int = Field(4, description="rollouts each worker runs at once")
-    max_staleness: int = Field(2, description="drop groups older than this many versions")
-    max_turns: int = Field(6)
-    max_new_tokens: int = Field(256, description="tokens per assistant message")
-    temperature: float = Field(1.0)
+class RolloutSection(AgentLimits):
+    """How episodes are sampled and rewarded. The agent's own limits (``max_turns``,
+    ``max_tokens``, ``max_wall_s``, ``call_timeout_s``) are ``AgentLimits``' fields, with its
+    defaults and bounds: the same keys as ``cheetah agent``'s and ``cheetah eval``'s flags."""
+
+    def limits(self) -> AgentLimits:
+        return AgentLimits.model_validate(self.model_dump(include=set(AgentLimits.model_fields)))
+
+    group_size: int = Field(
+        8, ge=2, description="rollouts per task (G; one alone has no group to be compared with)"
+    )
+    groups_per_step: int = Field(2, ge=1, description="complete groups per optimizer step")
+    workers: int = Field(2, ge=1, description="Ray rollout workers")
+    worker_capacity: int = Field(4, ge=1, description="rollouts each worker runs at once")
+    max_staleness: int = Field(2, ge=0, description="drop groups older than this many versions")
+    max_new_tokens: int = Field(256, ge=1, description="tokens per assistant message")
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature of rollouts")
     format_weight: float = Field(
         0.0,
         ge=0.0,
@@ -182,17 +204,19 @@ class RolloutSection(_Section):
 
 
 class TrainSection(TrainConfig):
-    """The trainer's own settings (``rl/trainer.TrainConfig``: lr, clip, micro-batches, bf16,
+    """The trainer's own settings (``TrainConfig`` above: lr, clip, micro-batches, bf16,
     ``loss`` ...) plus what the job does with it."""
 
-    steps: int = Field(4, description="RL optimizer steps")
+    steps: int = Field(4, ge=0, description="RL optimizer steps (0: SFT and evaluation only)")
     warmup_frac: float = Field(
         0.1, ge=0.0, le=1.0, description="share of SFT and of RL steps with a linear LR warmup"
     )
     lr_decay: Literal["cosine", "constant"] = Field(
         "cosine", description="after warmup: cosine decay to 10% of the peak, or constant"
     )
-    max_seq_len: int = Field(2048)
+    max_seq_len: int = Field(
+        2048, ge=1, description="tokens of one trained sequence; longer samples are cut"
+    )
     loggers: list[Literal["tensorboard", "wandb"]] = Field(
         default_factory=list,
         description="also send metrics and stages to TensorBoard (<run>/tensorboard) and/or "
@@ -216,9 +240,9 @@ class TrainSection(TrainConfig):
         description="trainer ranks: 1 trains in the driver process; N > 1 shards the model "
         "over N Ray actor ranks with FSDP2 (gloo on CPU, one GPU each with NCCL on cuda)",
     )
-    sft_steps: int = Field(0, description="SFT steps on oracle trajectories before RL")
-    sft_lr: float = Field(5e-5)
-    sft_batch: int = Field(4, description="oracle trajectories per SFT step (rotating)")
+    sft_steps: int = Field(0, ge=0, description="SFT steps on oracle trajectories before RL")
+    sft_lr: float = Field(5e-5, gt=0.0, description="peak learning rate of SFT steps")
+    sft_batch: int = Field(4, ge=1, description="oracle trajectories per SFT step (rotating)")
     sft_data: Path | None = Field(
         None,
         description="SFT on the correct trajectories of this chat-format JSON Lines file "

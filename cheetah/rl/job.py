@@ -44,6 +44,7 @@ from typing import Any
 import ray
 
 from cheetah.inference.ray_engine import EngineActor, RayEngine
+from cheetah.model.loading import ModelLoadError, check_spec
 from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
@@ -71,26 +72,38 @@ class TrainJob:
             raise FileExistsError(
                 f"{self.dir} already holds a run; pass --resume to continue it or set run.name"
             )
-        self.dir.mkdir(parents=True, exist_ok=True)
-        cfg.save(self.dir / "config.json")
-        self.store = RunStore(store_path)
+        # Everything that can be checked is checked before anything is written: a failed
+        # start leaves no run directory behind for the corrected command to trip on.
         all_tasks = load_tasks(cfg.tasks.file)
         tiers = cfg.tasks.tiers()
         self.train_tasks = select_tasks(all_tasks, tier=tiers, split=cfg.tasks.train_split)
         self.eval_tasks = spread(
             select_tasks(all_tasks, tier=tiers, split=cfg.tasks.eval_split), cfg.tasks.eval_limit
         )
-        if not self.train_tasks:
-            raise ValueError(
-                f"{cfg.tasks.file}: no tasks of tier {cfg.tasks.tier!r} in split "
-                f"{cfg.tasks.train_split!r}"
-            )
+        for split, found in (
+            (cfg.tasks.train_split, self.train_tasks),
+            (cfg.tasks.eval_split, self.eval_tasks),
+        ):
+            if not found:
+                known = sorted({t.tier for t in all_tasks if t.tier})
+                raise ValueError(
+                    f"tasks.tier: {cfg.tasks.file} has no tasks of tier {cfg.tasks.tier!r} in "
+                    f"split {split!r} (its tiers: {', '.join(known) or 'none'})"
+                )
+        if not cfg.model.engine_urls:
+            try:
+                check_spec(cfg.model.spec)
+            except ModelLoadError as e:
+                raise ValueError(f"model.spec: {e}") from None
+        check_available(cfg.train.loggers)
+        self.sft_records = read_records(cfg.train.sft_data) if cfg.train.sft_data else None
         self.order: list[str] = []
         self.rng = random.Random(cfg.run.seed)
         self.env_server: Any = None
-        check_available(cfg.train.loggers)
-        self.sft_records = read_records(cfg.train.sft_data) if cfg.train.sft_data else None
         self.loggers: list[MetricLogger] = []
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg.save(self.dir / "config.json")
+        self.store = RunStore(store_path)
 
     def task_for_group(self, gid: int) -> str:
         while len(self.order) <= gid:  # a fresh shuffle per pass over the tasks
@@ -183,6 +196,7 @@ class TrainJob:
         for logger in self.loggers:
             logger.close()
         self.loggers = []
+        self.store.close()
 
     # -- evaluation -----------------------------------------------------------------------
     async def evaluate(self, label: str) -> dict[str, Any] | None:

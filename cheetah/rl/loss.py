@@ -9,17 +9,18 @@
   engine sampled with, possibly some versions stale and numerically different) is
   corrected with a truncated importance weight ``min(pi_prox / pi_behav, is_cap)``.
   Without proximal logprobs the ratio is against the behaviour logprobs (plain PPO).
-  ``rl/trainer.py`` takes one update per batch with proximal logprobs from the same
-  forward pass, so there the ratio is exactly 1 and **the clip never acts**: the step
-  is a token-level policy gradient times the truncated importance weight. The clip
-  bounds only callers that take several updates on one batch.
+  ``rl/trainer.py`` passes as proximal the trainer's logprobs from before the batch's first
+  update: on that first update (and so with ``train.updates_per_batch = 1``) the ratio is
+  exactly 1 and the step is a token-level policy gradient times the truncated importance
+  weight; on later updates of the same batch the clip bounds the ratio.
   Tokens are averaged over all unmasked tokens of the batch (token-level mean), so
   long rollouts weigh by their tokens, not by one sample each.
 - metrics: clip fraction, trainer-versus-engine mismatch (KL estimate k3 and the max
   absolute logprob difference), importance weights, entropy (from logits).
 
-Deliberately left out: a KL penalty to a reference model (the clipped ratio and the
-staleness bound keep updates close), value functions (group baselines replace them).
+Deliberately left out: a KL penalty to a reference model (the truncated importance weight
+and the staleness bound keep each update near the policy that sampled, and the clip bounds
+the later updates of a batch), value functions (group baselines replace them).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ a layer's weights just before it runs, and gets its share of a step's samples
 over the whole batch and gradients are summed over ranks (``trainer._run``).
 
 Units: one per decoder layer (gathered for its forward, freed after, gathered again for its
-backward), and the root: ``trainer.SelectedLogits`` around the model, the module the trainer's
+backward), and the root: ``batching.SelectedLogits`` around the model, the module the trainer's
 step calls, which holds the embeddings, the final norm and the LM head (tied weights stay one
 parameter in one unit). The model gets the wrapper as ``model.selected_logits``, where the
 ``Trainer`` looks for it.
@@ -40,7 +40,7 @@ def shard_model(model: Any) -> Any:
     initialized process group (gloo on CPU, nccl on GPUs)."""
     from torch.distributed.fsdp import fully_shard
 
-    from cheetah.rl.trainer import SelectedLogits
+    from cheetah.rl.batching import SelectedLogits
 
     for layer in model.get_decoder().layers:
         fully_shard(layer)

@@ -58,7 +58,7 @@ class TaskRollout:
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy
-        from cheetah.harness.loop import AgentError, AgentLimits
+        from cheetah.harness.loop import AgentError
         from cheetah.inference.protocol import SamplingParams
         from cheetah.tasks.episode import run_episode
 
@@ -77,7 +77,7 @@ class TaskRollout:
                 task,
                 policy,
                 self.sessions,
-                limits=AgentLimits(max_turns=r.max_turns),
+                limits=r.limits(),
                 grader=self.cfg.grader,
             )
         except AgentError as e:  # the engine or the env failed, not the model: never trained on

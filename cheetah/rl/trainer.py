@@ -9,12 +9,14 @@ flow back through that cache, so the result is the plain forward's (``share_pref
 
 The RL objective is ``loss.policy_loss`` with the behaviour logprobs the engine recorded,
 both under the distribution the engine sampled from (softmax(logits / ``temperature``);
-training rollouts use no top-k/top-p). The proximal logprobs are the trainer's own, taken
-in the same forward pass: one update per batch makes the PPO ratio exactly 1, so **no
-clipping acts**; what the step does is a
-token-level policy gradient weighted by the truncated importance weight
-min(pi_trainer / pi_behaviour, is_cap), which corrects for the engine's staleness and
-numerics. SFT uses the same batching with a token-level
+training rollouts use no top-k/top-p). The proximal logprobs are the trainer's own before
+the batch's first update (decoupled PPO). With ``updates_per_batch = 1`` (the default) they
+come from the same forward pass, so the PPO ratio is exactly 1 and the clip never acts: the
+step is a token-level policy gradient weighted by the truncated importance weight
+min(pi_proximal / pi_behaviour, is_cap), which corrects for the engine's staleness and
+numerics. With more updates per batch (PPO epochs: more learning per rollout, which is
+what costs on CPU), each later update's ratio is against those first logprobs and
+``loss.clip_low``/``clip_high`` bound it. SFT uses the same batching with a token-level
 cross-entropy on the masked-in tokens. bf16 autocast is used only where it helps
 (``bf16=True``; CUDA, or CPUs with fast bf16).
 
@@ -29,10 +31,8 @@ Checkpoints are HF directories (``save_pretrained``, safetensors) plus
 every rank of a process group with the model sharded by FSDP2 (``rl/sharding.py``) and its
 share of the samples, and equals one process's step (token mean over the whole batch,
 gradients summed over ranks); the weights are gathered for engines and checkpoints, the
-optimizer state is checkpointed shard by shard (``<checkpoint>/optimizer``). Deliberately
-left out: tensor parallelism. Longer than
-most modules: the forward with a shared prefix, the step and the checkpoint format all
-depend on the same model and optimizer state, and split apart they would pass it around.
+optimizer state is checkpointed shard by shard (``<checkpoint>/optimizer``). Micro-batches and
+the forward they run are ``rl/batching.py``'s. Deliberately left out: tensor parallelism.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,36 +49,11 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.memory import release_memory
-from cheetah.model.kv_cache import cache_keyword, cache_with, num_cache_layers
 from cheetah.rl import sharding
+from cheetah.rl.batching import SelectedLogits, micro_batches, pad_batch, shared_prefix_len
 from cheetah.rl.config import TrainConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.loss import entropy_from_logits, policy_loss, token_logprobs
-
-
-class SelectedLogits(torch.nn.Module):
-    """The model's logits at the positions whose next token is trained, only: the decoder
-    over every position, the LM head (a [hidden, vocab] matmul, 49k columns for SmolLM2)
-    only where ``sel`` is set, about a tenth of an agent conversation. With ``prefix`` > 0
-    the first ``prefix`` tokens (none of them predicts a trained token) run once for all
-    rows (``_forward_shared_prefix``). One module, so that a sharded model gathers the
-    embeddings and the head (tied or not) around this whole computation."""
-
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, input_ids: torch.Tensor, attention: torch.Tensor, sel: torch.Tensor, prefix: int
-    ) -> torch.Tensor:
-        decoder = self.model.get_decoder()
-        if prefix > 0:
-            hidden = _forward_shared_prefix(decoder, input_ids, attention, prefix)
-            hidden = hidden[:, :-1][sel[:, prefix:]]
-        else:
-            hidden = decoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
-            hidden = hidden[:, :-1][sel]
-        return self.model.get_output_embeddings()(hidden)
 
 
 @dataclass
@@ -97,69 +71,6 @@ class StepMetrics:
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
-
-
-def micro_batches(
-    samples: list[Sample], max_tokens: int, share_prefix: bool = False
-) -> list[list[Sample]]:
-    """Group samples (longest first) so that the tokens a micro-batch runs stay under
-    ``max_tokens`` (a sample longer than that runs alone).
-
-    Padded to its longest sample, a micro-batch runs longest x count tokens; with
-    ``share_prefix`` its shared prefix (``shared_prefix_len``) runs once, so it costs
-    prefix + count x (longest - prefix), and more samples that start alike fit in one.
-    """
-    order = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
-    out: list[list[Sample]] = []
-    prefix = 0  # what the last group shares (its first sample's alone: its own cap)
-    for s in order:
-        if out:
-            group = out[-1]
-            longest = len(group[0].input_ids)
-            shared = _shareable(group[0], s, prefix) if share_prefix else 0
-            if shared + (len(group) + 1) * (longest - shared) <= max_tokens:
-                group.append(s)
-                prefix = shared
-                continue
-        out.append([s])
-        prefix = _shareable(s, s, len(s.input_ids))
-    return out
-
-
-def shared_prefix_len(batch: list[Sample]) -> int:
-    """How many leading tokens the decoder can run once for all of ``batch``: the longest
-    common prefix, cut so that no position in it predicts a trained token (those need their
-    own hidden state) and every sample keeps at least one token after it."""
-    first = batch[0]
-    n = len(first.input_ids)
-    for s in batch:
-        n = _shareable(first, s, n)
-    return n
-
-
-def _shareable(first: Sample, s: Sample, limit: int) -> int:
-    """The prefix (at most ``limit`` tokens) that ``s`` shares with ``first``, cut before
-    ``s``'s first trained prediction and its last token."""
-    n = 0
-    ids, ref, mask = s.input_ids, first.input_ids, s.loss_mask
-    while n < limit and n + 1 < len(ids) and ids[n] == ref[n] and not mask[n + 1]:
-        n += 1
-    return n
-
-
-def _pad(batch: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
-    n = max(len(s.input_ids) for s in batch)
-
-    def padded(rows, value, dtype):
-        return torch.tensor([r + [value] * (n - len(r)) for r in rows], dtype=dtype)
-
-    return {
-        "input_ids": padded([s.input_ids for s in batch], pad_id, torch.long),
-        "attention": padded([[1] * len(s.input_ids) for s in batch], 0, torch.long),
-        "mask": padded([s.loss_mask for s in batch], 0, torch.float32),
-        "behaviour": padded([s.behaviour_logprobs for s in batch], 0.0, torch.float32),
-        "advantage": torch.tensor([s.advantage for s in batch], dtype=torch.float32),
-    }
 
 
 class Trainer:
@@ -228,8 +139,14 @@ class Trainer:
             "mask": torch.ones(1, targets.numel(), device=device),
         }
 
-    def _run(self, samples: list[Sample], objective: str) -> StepMetrics:
+    def _run(
+        self, samples: list[Sample], objective: str, proximal: list[torch.Tensor] | None = None
+    ) -> StepMetrics:
+        """One optimizer update. For RL, ``proximal`` holds each micro-batch's logprobs from
+        before the batch's first update: empty, this update fills it (the ratio is 1); filled,
+        a later update on the same batch takes its ratio against them (and the clip acts)."""
         t0 = time.perf_counter()
+        proximal = [] if proximal is None else proximal
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         world = sharding.world_size()
@@ -241,7 +158,17 @@ class Trainer:
         total = sharding.sum_over_ranks(float(sum(s.trained_tokens for s in samples)))
         if total == 0:
             raise ValueError("no trainable tokens in this batch (every loss mask is 0)")
-        agg = {"loss": 0.0, "clip": 0.0, "kl": 0.0, "max": 0.0, "isw": 0.0, "ent": 0.0}
+        agg = {
+            k: 0.0
+            for k in (
+                "loss",
+                "clip_fraction",
+                "mismatch_kl",
+                "mismatch_max_abs",
+                "is_weight_mean",
+                "entropy",
+            )
+        }
         # sliding-window or other special cache layers: whole sequences, as without the option
         share_prefix = self.cfg.share_prefix and self._prefix_cache_ok
         batches: list[list[Sample] | None] = list(
@@ -249,12 +176,12 @@ class Trainer:
         )
         if world > 1:  # FSDP's gathers pair up across ranks: all run as many passes
             batches += [None] * (int(sharding.max_over_ranks(len(batches))) - len(batches))
-        for mb in batches:
+        for index, mb in enumerate(batches):
             counted = mb is not None  # None: a pass that only keeps the collectives in step
             mb = mb if mb is not None else samples[:1]
             temperature = self.temperature if objective == "rl" else 1.0
             prefix = shared_prefix_len(mb) if share_prefix and len(mb) > 1 else 0
-            f = self._forward(_pad(mb, self.pad_id), temperature, prefix)
+            f = self._forward(pad_batch(mb, self.pad_id), temperature, prefix)
             lp, mask = f["lp"], f["mask"]
             if lp.numel() == 0 or not counted:
                 if world > 1:
@@ -262,49 +189,50 @@ class Trainer:
                 continue
             share = lp.numel() / total  # token-level mean over the whole batch
             if objective == "rl":
+                if index == len(proximal):
+                    proximal.append(lp.detach())
                 out = policy_loss(
                     lp,
                     f["behaviour"],
                     f["advantage"],
                     mask,
                     self.cfg.loss,
-                    proximal_logprobs=lp.detach(),
+                    proximal_logprobs=proximal[index],
                 )
                 loss = out.loss
-                agg["clip"] += out.clip_fraction * share
-                agg["kl"] += out.mismatch_kl * share
-                agg["isw"] += out.is_weight_mean * share
-                agg["max"] = max(agg["max"], out.mismatch_max_abs)
+                agg["clip_fraction"] += out.clip_fraction * share
+                agg["mismatch_kl"] += out.mismatch_kl * share
+                agg["is_weight_mean"] += out.is_weight_mean * share
+                agg["mismatch_max_abs"] = max(agg["mismatch_max_abs"], out.mismatch_max_abs)
             else:
                 loss = -lp.mean()
             (loss * share * world).backward()
             agg["loss"] += float(loss.detach()) * share
-            agg["ent"] += entropy_from_logits(f["logits"].detach(), mask) * share
+            agg["entropy"] += entropy_from_logits(f["logits"].detach(), mask) * share
         if world > 1:
-            keys = ("loss", "clip", "kl", "isw", "ent")
+            keys = ("loss", "clip_fraction", "mismatch_kl", "is_weight_mean", "entropy")
             summed = sharding.sum_over_ranks(
                 torch.tensor([agg[k] for k in keys], dtype=torch.float64)
             )
             agg |= dict(zip(keys, summed.tolist(), strict=True))
-            agg["max"] = sharding.max_over_ranks(agg["max"])
+            agg["mismatch_max_abs"] = sharding.max_over_ranks(agg["mismatch_max_abs"])
         params = [p for p in self.model.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.model.eval()
-        self.step_count += 1
         release_memory()  # the step's activations are free: give them back (memory.py)
         return StepMetrics(
             loss=agg["loss"],
             grad_norm=grad_norm,
             tokens=int(total),
             samples=len(samples),
-            clip_fraction=agg["clip"],
-            mismatch_kl=agg["kl"],
-            mismatch_max_abs=agg["max"],
-            is_weight_mean=agg["isw"] if objective == "rl" else 1.0,
-            entropy=agg["ent"],
+            clip_fraction=agg["clip_fraction"],
+            mismatch_kl=agg["mismatch_kl"],
+            mismatch_max_abs=agg["mismatch_max_abs"],
+            is_weight_mean=agg["is_weight_mean"] if objective == "rl" else 1.0,
+            entropy=agg["entropy"],
             step_s=time.perf_counter() - t0,
         )
 
@@ -313,17 +241,28 @@ class Trainer:
             group["lr"] = lr
 
     def rl_step(self, samples: list[Sample]) -> StepMetrics:
-        return self._run(samples, "rl")
+        """``updates_per_batch`` optimizer updates on ``samples``; the last one's metrics
+        (its clip fraction is the share of tokens the clip held), the time of all."""
+        proximal: list[torch.Tensor] = []
+        spent = 0.0
+        for _ in range(self.cfg.updates_per_batch):
+            metrics = self._run(samples, "rl", proximal)
+            spent += metrics.step_s
+        metrics.step_s = spent
+        self.step_count += 1
+        return metrics
 
     def sft_step(self, samples: list[Sample]) -> StepMetrics:
-        return self._run(samples, "sft")
+        metrics = self._run(samples, "sft")
+        self.step_count += 1
+        return metrics
 
     @torch.no_grad()
     def logprobs(self, sample: Sample, temperature: float | None = None) -> list[float]:
         """The trainer's logprob of each masked-in token of ``sample`` under the rollouts'
         sampling distribution (the trainer's ``temperature`` unless given), for mismatch checks."""
         t = self.temperature if temperature is None else temperature
-        return self._forward(_pad([sample], self.pad_id), t)["lp"][0].tolist()
+        return self._forward(pad_batch([sample], self.pad_id), t)["lp"][0].tolist()
 
     # -- weights out ------------------------------------------------------------------
     def engine_state(self) -> dict[str, torch.Tensor]:
@@ -422,82 +361,3 @@ class Trainer:
         rng = directory / f"rng-{sharding.rank()}.pt"
         torch.set_rng_state(torch.load(rng) if rng.exists() else ts["rng"])
         return json.loads((directory / "cursor.json").read_text())
-
-
-def _forward_shared_prefix(
-    decoder: Any, ids: torch.Tensor, attention: torch.Tensor, prefix: int
-) -> torch.Tensor:
-    """The decoder's last hidden states at positions ``prefix`` onwards of every row of
-    ``ids`` (right-padded, ``attention`` its [rows, columns] mask), running the first
-    ``prefix`` tokens, the same in every row, once.
-
-    The prefix runs at batch 1 into ``_PrefixKV`` layers; their keys and values, expanded
-    (views) to the batch, serve the suffixes through ``_SharedPrefixKV`` layers, at
-    positions continuing from the prefix. Autograd sees one graph: the gradients of the
-    expanded views sum over the rows into the prefix pass, so this is the plain forward
-    reordered, not an approximation. Neither layer type appends to what it holds, so the
-    backward replay of a checkpointed layer computes what its forward did; that is why we
-    may keep the cache under activation checkpointing, where HF drops it by default (its
-    worry is a replay that appends a second time).
-    """
-    rows, n = ids.shape
-    kw = cache_keyword(decoder)
-    positions = torch.arange(n, device=ids.device)[None]
-    with _cache_kept_under_checkpointing(decoder):
-        held = cache_with(
-            decoder.config, [_PrefixKV() for _ in range(num_cache_layers(decoder.config))]
-        )
-        decoder(input_ids=ids[:1, :prefix], position_ids=positions[:, :prefix], **{kw: held})
-        shared = cache_with(
-            decoder.config, [_SharedPrefixKV(x.keys, x.values, rows) for x in held.layers]
-        )
-        out = decoder(
-            input_ids=ids[:, prefix:],
-            attention_mask=attention,
-            position_ids=positions[:, prefix:].expand(rows, -1),
-            **{kw: shared},
-        )
-    return out.last_hidden_state
-
-
-class _PrefixKV(DynamicLayer):
-    """Holds the keys and values of one prefix pass (replaced, not appended, on a replay)."""
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        self.keys, self.values, self.is_initialized = key_states, value_states, True
-        return key_states, value_states
-
-
-class _SharedPrefixKV(DynamicLayer):
-    """A prefix's keys and values seen by ``rows`` suffixes; each update returns them joined
-    with the suffixes' own and keeps nothing."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, rows: int) -> None:
-        super().__init__()
-        self.keys, self.values = keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)
-        self.is_initialized, self.device = True, keys.device
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.cat([self.keys, key_states], -2), torch.cat([self.values, value_states], -2)
-
-
-@contextmanager
-def _cache_kept_under_checkpointing(decoder: Any) -> Iterator[None]:
-    """Let checkpointed layers keep the cache they are given (see ``_forward_shared_prefix``).
-    The choice is made in each layer's forward, so restoring afterwards is safe."""
-    layers = [m for m in decoder.modules() if hasattr(m, "_can_checkpoint_with_cache")]
-    saved = [vars(m).get("_can_checkpoint_with_cache") for m in layers]
-    for m in layers:
-        m._can_checkpoint_with_cache = True
-    try:
-        yield
-    finally:
-        for m, value in zip(layers, saved, strict=True):
-            if value is None:
-                del m._can_checkpoint_with_cache
-            else:
-                m._can_checkpoint_with_cache = value

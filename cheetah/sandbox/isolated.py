@@ -52,6 +52,7 @@ from cheetah.core.safefs import SafeRoot, split
 from cheetah.core.workspace import ExecResult, PathError, run_process
 from cheetah.limits import ServerLimits
 from cheetah.sandbox import mounts, seccomp
+from cheetah.sandbox.bwrap import WORKSPACE, BwrapMounts, bwrap_argv
 from cheetah.sandbox.capabilities import Capabilities, detect
 from cheetah.sandbox.cgroups import SessionCgroups, group_name
 from cheetah.sandbox.config import SandboxConfig
@@ -69,7 +70,6 @@ from cheetah.sandbox.snapshot import SnapshotSpec
 from cheetah.sandbox.store import SnapshotStore
 from cheetah.sandbox.trees import copy_tree, remove_tree
 
-WORKSPACE = "/workspace"
 _SECCOMP_FD = 9
 
 
@@ -380,88 +380,18 @@ class IsolatedSession:
         sessions (and, not as root, with the server's own user).
         """
         sb, cfg = self.sandbox, self.sandbox.cfg
-        bwrap = [
-            sb.caps.bwrap or "bwrap",
-            "--unshare-all",
-            "--unshare-user",
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "sandbox",
-            "--cap-drop",
-            "ALL",
-            *(["--seccomp", str(_SECCOMP_FD)] if sb.seccomp else []),
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        for top in ("bin", "sbin", "lib", "lib64", "lib32"):
-            host = Path("/") / top
-            if host.is_symlink():
-                bwrap += ["--symlink", os.readlink(host), f"/{top}"]
-            elif host.is_dir():
-                bwrap += ["--ro-bind", str(host), f"/{top}"]
-        for name in (
-            "ld.so.cache",
-            "ld.so.conf",
-            "ld.so.conf.d",
-            "alternatives",
-            "localtime",
-            "nsswitch.conf",
-            "ssl",
-            "ca-certificates",
-        ):
-            bwrap += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        for name in ("passwd", "group", "hosts"):
-            bwrap += ["--ro-bind", str(sb.etc / name), f"/etc/{name}"]
-        venv_bin = Path(sys.prefix) / "bin"
-        bwrap += [
-            "--proc",
-            "/proc",
-            "--ro-bind",
-            "/proc/sys",
-            "/proc/sys",
-            "--dev",
-            "/dev",
-            "--size",
-            str(cfg.tmp_mb * 1024 * 1024),
-            "--tmpfs",
-            "/tmp",
-        ]
-        # The interpreter after /tmp, which would otherwise hide one that lives under /tmp.
-        for source, inside in sb.runtime:
-            bwrap += ["--ro-bind", str(source), str(inside)]
-        bwrap += [
-            "--bind",
-            str(self.merged),
-            WORKSPACE,
-            "--chdir",
-            cwd_inside,
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
-            "--setenv",
-            "HOME",
-            "/tmp",
-            "--setenv",
-            "USER",
-            "agent",
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
-            "--setenv",
-            "PYTHONDONTWRITEBYTECODE",
-            "1",
-            "--setenv",
-            "TERM",
-            "dumb",
-            "--disable-userns",
-            "--",
-            "/bin/bash",
-            "-c",
+        bwrap = bwrap_argv(
+            BwrapMounts(
+                bwrap=sb.caps.bwrap or "bwrap",
+                seccomp_fd=_SECCOMP_FD if sb.seccomp else None,
+                etc=sb.etc,
+                runtime=sb.runtime,
+                workspace=self.merged,
+                tmp_bytes=cfg.tmp_mb * 1024 * 1024,
+            ),
             command,
-        ]
+            cwd_inside,
+        )
         limits = [
             "prlimit",
             f"--cpu={cfg.cpu_time_s}",

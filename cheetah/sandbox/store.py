@@ -23,26 +23,24 @@ removes an entry only under an exclusive one (taken without waiting), after rena
 out of the way; a process that finds an entry gone after taking its shared lock builds it
 again. Each process counts only the entries it built or found at start.
 
-A directory copy is made on behalf of whoever owns the source directory: as root, an
-entry that owner could not read by its mode bits (a root-only file, say) is left out of
-the copy, so a sandbox user never reads what the source's owner could not. Paths under
-the source are opened by descriptor without following links, so a swap while copying
-cannot lead elsewhere.
+A directory copy is made on behalf of whoever owns the source directory, leaving out what
+that owner could not read (``materialize.py`` builds the files; this module decides when and
+where).
 
 Left out: sharing one budget between processes (each counts its own), and lock files are
-never deleted (removing one safely would need a second lock; they are empty files).
+never deleted (removing one safely would need a second lock; they are empty files). Longer
+than most modules: building, holding, evicting and the start-up scan all take the same locks
+(the mutex, per-key locks, flocks) in one order, and they stay in one file where that order
+can be read and checked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import grp
 import hashlib
 import os
-import pwd
 import shutil
-import stat
 import subprocess
 import threading
 import time
@@ -53,12 +51,18 @@ from pathlib import Path
 
 from cheetah.config import ConfigError
 from cheetah.limits import ServerLimits
+from cheetah.sandbox.materialize import (
+    chown_tree,
+    copy_readable_tree,
+    disk_bytes,
+    git_archive,
+    note_skipped,
+)
 from cheetah.sandbox.protocol import EnvError
 from cheetah.sandbox.snapshot import (
     SnapshotError,
     SnapshotSpec,
     UploadWriter,
-    extract_stream,
     extract_tarball,
 )
 
@@ -219,7 +223,7 @@ class SnapshotStore:
         try:
             if not dest.is_dir():
                 self._build(spec, dest)
-            entry.size = _disk_bytes(dest)
+            entry.size = disk_bytes(dest)
         except BaseException:
             self._drop_lock(entry)
             raise
@@ -248,7 +252,7 @@ class SnapshotStore:
                 src = Path(spec.path).expanduser().resolve()
                 skipped = copy_readable_tree(src, tmp, limits)
                 if skipped:
-                    _note_skipped(src, skipped)
+                    note_skipped(src, skipped)
             else:
                 tmp.mkdir()
                 if spec.kind == "tar":
@@ -256,9 +260,9 @@ class SnapshotStore:
                 elif spec.kind == "upload":
                     self._unpack_upload(spec.path, tmp, limits)
                 else:
-                    _git_archive(spec, tmp, limits)
+                    git_archive(spec, tmp, limits)
             if self.uid is not None and os.geteuid() == 0:
-                _chown_tree(tmp, self.uid, self.gid if self.gid is not None else self.uid)
+                chown_tree(tmp, self.uid, self.gid if self.gid is not None else self.uid)
             os.chmod(tmp, 0o755)
             try:
                 tmp.rename(dest)
@@ -409,7 +413,7 @@ class SnapshotStore:
                 if trash is not None:
                     shutil.rmtree(trash, ignore_errors=True)
                 continue
-            entry = _Entry(key, path, _disk_bytes(path), last_used=time.monotonic() - 1e6)
+            entry = _Entry(key, path, disk_bytes(path), last_used=time.monotonic() - 1e6)
             self._add(entry)
             self._current[key] = entry
         for item in sorted(os.scandir(self.uploads), key=lambda e: e.name):
@@ -481,192 +485,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _git_archive(spec: SnapshotSpec, dest: Path, limits: ServerLimits) -> None:
-    src = Path(spec.path).expanduser().resolve()
-    proc = subprocess.Popen(
-        [
-            "git",
-            "-C",
-            str(src),
-            "archive",
-            "--format=tar",
-            "--end-of-options",
-            spec.commit or "HEAD",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    try:
-        extract_stream(
-            proc.stdout, dest, f"git snapshot {spec.path!r}@{spec.commit or 'HEAD'}", limits
-        )
-    except BaseException:
-        proc.kill()
-        proc.communicate()
-        raise
-    _, err = proc.communicate()  # the end-of-archive padding, and stderr
-    if proc.returncode != 0:
-        raise SnapshotError(f"git archive failed: {err.decode(errors='replace')[:300]}")
-
-
-def _disk_bytes(root: Path) -> int:
-    """Disk blocks under ``root`` (a file's size when it is one), links not followed."""
-    st = os.lstat(root)
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_size
-    total, stack = st.st_blocks * 512, [str(root)]
-    while stack:
-        with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
-            for e in it:
-                with contextlib.suppress(OSError):
-                    total += e.stat(follow_symlinks=False).st_blocks * 512
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-    return total
-
-
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in [*dirnames, *filenames]:
-            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
-    os.chown(root, uid, gid)
-
-
-# -- copying a directory on behalf of its owner ---------------------------------------------
-class _Reader:
-    """Who a copy is made for: the owner of the source directory, by its mode bits."""
-
-    def __init__(self, uid: int) -> None:
-        self.uid = uid
-        try:
-            user = pwd.getpwuid(uid)
-            self.gids = set(os.getgrouplist(user.pw_name, user.pw_gid))
-        except KeyError:
-            self.gids = set()
-        self.gids |= {g.gr_gid for g in grp.getgrall() if str(uid) in g.gr_mem}
-
-    def can(self, st: os.stat_result, need: int) -> bool:
-        """``need``: 4 read, 5 read and enter."""
-        if self.uid == 0:
-            return True
-        if st.st_uid == self.uid:
-            bits = (st.st_mode >> 6) & 7
-        elif st.st_gid in self.gids:
-            bits = (st.st_mode >> 3) & 7
-        else:
-            bits = st.st_mode & 7
-        return bits & need == need
-
-
-def copy_readable_tree(src: Path, dest: Path, limits: ServerLimits) -> list[str]:
-    """Copy the directory ``src`` to ``dest`` (which must not exist): directories, regular
-    files and symbolic links (as links), bounded like a tarball (``snapshot_max_bytes`` of
-    files, ``snapshot_max_members`` entries, ``snapshot_max_depth`` levels: SnapshotError).
-    As root, what the owner of ``src`` could not read is left out; returns those paths.
-    Every entry is opened by descriptor below ``src`` without following links, and a file's
-    readability is checked again on what was opened."""
-    top = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
-    euid = os.geteuid()
-    reader = _Reader(os.fstat(top).st_uid if euid == 0 else euid)
-    budget = _CopyBudget(src, limits)
-    skipped: list[str] = []
-    os.mkdir(dest, 0o700)
-    modes: list[tuple[Path, int]] = [(dest, 0o755)]  # set last: a 0555 dir must fill first
-    stack: list[tuple[int, Path, str, int]] = [(top, dest, "", 0)]
-    try:
-        while stack:
-            fd, out, rel, depth = stack.pop()
-            try:
-                for name in sorted(os.listdir(fd)):
-                    child = f"{rel}/{name}" if rel else name
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    if stat.S_ISLNK(st.st_mode):
-                        budget.entry(child)
-                        os.symlink(os.readlink(name, dir_fd=fd), out / name)
-                    elif stat.S_ISDIR(st.st_mode):
-                        if not reader.can(st, 5):
-                            skipped.append(child + "/")
-                            continue
-                        budget.entry(child, depth + 1)
-                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-                        (out / name).mkdir(mode=0o700)
-                        modes.append((out / name, stat.S_IMODE(st.st_mode) & 0o777))
-                        stack.append((sub, out / name, child, depth + 1))
-                    elif stat.S_ISREG(st.st_mode):
-                        budget.entry(child)
-                        if not _copy_file(fd, name, out / name, reader, budget):
-                            skipped.append(child)
-            finally:
-                os.close(fd)
-    except BaseException:
-        for fd, *_ in stack:
-            os.close(fd)
-        raise
-    for path, mode in reversed(modes):
-        os.chmod(path, mode)
-    return skipped
-
-
-class _CopyBudget:
-    """What a directory copy has used of the snapshot limits; SnapshotError past one."""
-
-    def __init__(self, src: Path, limits: ServerLimits) -> None:
-        self.src, self.limits = src, limits
-        self.entries = self.bytes = 0
-
-    def entry(self, rel: str, depth: int = 0) -> None:
-        self.entries += 1
-        if self.entries > self.limits.snapshot_max_members:
-            self._refuse(
-                f"holds over {self.limits.snapshot_max_members} entries (snapshot_max_members)"
-            )
-        if depth > self.limits.snapshot_max_depth:
-            self._refuse(
-                f"is deeper than {self.limits.snapshot_max_depth} levels at {rel!r} "
-                "(snapshot_max_depth)"
-            )
-
-    def data(self, size: int) -> None:
-        self.bytes += size
-        if self.bytes > self.limits.snapshot_max_bytes:
-            self._refuse(f"holds over {self.limits.snapshot_max_bytes} bytes (snapshot_max_bytes)")
-
-    def _refuse(self, why: str) -> None:
-        raise SnapshotError(f"snapshot directory {str(self.src)!r} {why}")
-
-
-def _copy_file(dir_fd: int, name: str, dest: Path, reader: _Reader, budget: _CopyBudget) -> bool:
-    """Copy one regular file; False (nothing written) when what opens is not a regular file
-    its owner's reader may read (it was swapped since it was listed)."""
-    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    try:
-        st = os.fstat(src)
-        if not stat.S_ISREG(st.st_mode) or not reader.can(st, 4):
-            return False
-        budget.data(st.st_size)
-        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with open(src, "rb", closefd=False) as fi, open(out, "wb", closefd=False) as fo:
-                shutil.copyfileobj(fi, fo, 1 << 20)
-            os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
-        finally:
-            os.close(out)
-        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return True
-    finally:
-        os.close(src)
-
-
-def _note_skipped(src: Path, skipped: list[str]) -> None:
-    import logging
-
-    logging.getLogger(__name__).warning(
-        "snapshot of %s: %d entries its owner cannot read were left out (%s%s)",
-        src,
-        len(skipped),
-        ", ".join(skipped[:5]),
-        ", ..." if len(skipped) > 5 else "",
-    )

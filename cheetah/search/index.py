@@ -10,13 +10,12 @@ files drop their chunks. ``save``/``load`` keep an index between processes so a 
 after a small edit costs the chunks it touched.
 
 Search is exact cosine similarity over all chunk vectors: one matrix-vector product and a
-partial sort of the top k (``argpartition``, linear in rows where a full sort is not). At
-100k chunks that is a few milliseconds on 2 cores; ``bench/search_scale.py`` measures it
-against brute force with a full sort and against an HNSW graph (usearch) in the same run,
-and the approximate index did not win: faster, but it loses some of the exact top 10, costs
-seconds to build per index, and embedding the query takes longer than either (BENCHMARKS.md). Indexes of workspaces forked from the same snapshot share what they
+partial sort of the top k (``argpartition``, linear in rows where a full sort is not).
+``bench/search_scale.py`` measures it against brute force with a full sort and against an
+HNSW graph (usearch): the approximate index loses some of the exact top 10, costs a build
+per index, and saves less than embedding the query costs (figures in BENCHMARKS.md). Indexes of workspaces forked from the same snapshot share what they
 embedded through a ``FileCache`` keyed by path and content hash. Deliberately left out: ANN
-structures for millions of chunks (exact search grows linearly: ~30 ms at 1M).
+structures for millions of chunks (exact search grows linearly with the chunks).
 """
 
 from __future__ import annotations

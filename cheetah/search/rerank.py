@@ -20,9 +20,8 @@ first stage that serves: the trained embedder's cosine + BM25 hybrid over a pool
 source's chunks, ``mine_groups``), a cross-entropy over each group's scores (listwise
 softmax). Pairs come by default from the training packages and standard-library modules of
 ``search/pairs.py``: the dev packages choose settings, the held-out packages are reported,
-``dataset.RESERVED`` is never read. ``init`` trains a saved re-ranker further: the shipped
-one was trained on three times, once its settings were fixed, on code the embedder never saw
-(the dev packages and installed packages no split uses; BENCHMARKS.md).
+``dataset.RESERVED`` is never read. ``init`` trains a saved re-ranker further (how the
+shipped one was made is in BENCHMARKS.md).
 
 Deliberately left out: embedding every chunk of a training package for mining (torch and
 transformers alone would cost more CPU time than the training; a pool of 1,000 chunks a
@@ -46,6 +45,7 @@ from cheetah.inference.protocol import Embedder, Reranker
 from cheetah.progress import Pace
 from cheetah.search.fusion import fuse, zscores
 from cheetah.search.pairs import Pair
+from cheetah.search.train_config import RerankerTrainConfig
 
 __all__ = ["CrossEncoder", "Reranker", "load_reranker", "rerank", "train_reranker"]
 
@@ -217,17 +217,6 @@ def rerank(
 # --- training ---------------------------------------------------------------------------
 
 
-@dataclass
-class RerankConfig:
-    steps: int = 900
-    groups: int = 4  # queries per step; each brings 1 + negatives codes
-    negatives: int = 7
-    lr: float = 5e-4  # 2e-4 with a head alone (no cosine) left the loss at ln 8 for 50 steps
-    lora_rank: int = 16
-    max_tokens: int = 160  # per pair while training (scoring reads up to MAX_TOKENS)
-    seed: int = 0
-
-
 @dataclass(frozen=True)
 class Group:
     query: str
@@ -305,7 +294,7 @@ def _pool(pairs: list[Pair], texts: list[str], size: int, rng: random.Random) ->
 
 
 def training_groups(
-    cfg: RerankConfig,
+    cfg: RerankerTrainConfig,
     per_source: int = 300,
     log: Callable[[str], None] = print,
     packages: tuple[str, ...] | None = None,
@@ -342,7 +331,7 @@ def training_groups(
 
 def train_reranker(
     groups: list[Group],
-    cfg: RerankConfig,
+    cfg: RerankerTrainConfig,
     log: Callable[[str], None] = print,
     init: Path | None = None,
 ) -> tuple[CrossEncoder, list[float]]:

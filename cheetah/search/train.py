@@ -28,19 +28,7 @@ import numpy as np
 
 from cheetah.search.embedder import TransformerEmbedder
 from cheetah.search.pairs import Corpus, Pair
-
-
-@dataclass
-class TrainConfig:
-    epochs: int = 1
-    batch_size: int = 32
-    lr: float = 3e-5
-    temperature: float = 0.05
-    max_steps: int = 0  # 0: all batches of all epochs
-    seed: int = 0
-    hard_negatives: bool = True  # each pair's negative from its own file joins the batch
-    lora_rank: int = 0  # >0: train a LoRA adapter of this rank (small to ship), else all weights
-    max_tokens: int = 128  # per text while training (search embeds up to the embedder's own)
+from cheetah.search.train_config import EmbedderTrainConfig
 
 
 def info_nce(q, c, temperature: float):
@@ -55,7 +43,7 @@ def info_nce(q, c, temperature: float):
 def finetune(
     embedder: TransformerEmbedder,
     pairs: list[Pair],
-    cfg: TrainConfig,
+    cfg: EmbedderTrainConfig,
     on_step: Callable[[int, int, float], None] | None = None,
 ) -> list[float]:
     """Train ``embedder.model`` in place; returns the loss of every step."""
@@ -198,7 +186,7 @@ def train_embedder(
     base: str,
     out: Path,
     tasks_file: Path | None,
-    cfg: TrainConfig,
+    cfg: EmbedderTrainConfig,
     log: Callable[[str], None] = print,
     on_step: Callable[[int, int, float], None] | None = None,
     packages: tuple[str, ...] | None = None,
@@ -234,7 +222,7 @@ def train_embedder(
         "train_s": train_s,
         "before": [r.__dict__ for r in before],
         "after": [r.__dict__ for r in after],
-        "config": cfg.__dict__,
+        "config": cfg.model_dump(),
         "packages": list(packages),
     }
     save(embedder, out, figures)

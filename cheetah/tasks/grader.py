@@ -59,14 +59,20 @@ class GraderConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    check_timeout_s: float = Field(120.0, description="limit for each pytest call or command check")
-    correctness_weight: float = Field(0.8, description="weight of 'all checks pass' in the reward")
-    conventions_weight: float = Field(0.2, description="weight of the conventions score")
+    check_timeout_s: float = Field(
+        120.0, gt=0.0, description="limit for each pytest call or command check"
+    )
+    correctness_weight: float = Field(
+        0.8, ge=0.0, description="weight of 'all checks pass' in the reward"
+    )
+    conventions_weight: float = Field(0.2, ge=0.0, description="weight of the conventions score")
     conventions_only_if_correct: bool = Field(
         True, description="count conventions only for a correct result"
     )
-    lint_penalty: float = Field(0.25, description="conventions lost per new ruff problem")
-    scope_penalty: float = Field(0.5, description="conventions lost per file touched out of scope")
+    lint_penalty: float = Field(0.25, ge=0.0, description="conventions lost per new ruff problem")
+    scope_penalty: float = Field(
+        0.5, ge=0.0, description="conventions lost per file touched out of scope"
+    )
     lint: bool = Field(True, description="compare ruff problems in touched .py files")
     default_lint_select: str = Field(
         "E4,E7,E9,F",
@@ -78,7 +84,7 @@ class GraderConfig(BaseModel):
         description="extra arguments for test-id checks",
     )
     python: str = Field("python", description="the interpreter that runs pytest in the workspace")
-    detail_chars: int = Field(2000, description="output kept per check in the grade")
+    detail_chars: int = Field(2000, ge=0, description="output kept per check in the grade")
 
 
 class CheckResult(BaseModel):

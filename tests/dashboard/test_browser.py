@@ -14,6 +14,10 @@ from tests.dashboard.conftest import AUTH, TOKEN
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 sync_api = pytest.importorskip("playwright.sync_api")
+# Playwright's waits (30 s; 5 s for `expect`) and the server's start only guard hangs here: a
+# busy machine runs chromium and the dashboard slowly, and a broken page still fails (what
+# the test waits for never comes).
+WAIT_MS = 120_000
 
 
 @pytest.fixture
@@ -28,7 +32,7 @@ def dashboard(runs_dir, tmp_path, snapshot_root):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT_MS / 1000
     while True:
         try:
             if httpx.get(url + "/api/runs", headers=AUTH, timeout=1).status_code == 200:
@@ -39,13 +43,16 @@ def dashboard(runs_dir, tmp_path, snapshot_root):
         time.sleep(0.1)
     yield url
     proc.terminate()
-    proc.wait(timeout=15)
+    proc.wait(timeout=60)  # a hang guard
 
 
 def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, snapshot_root):
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox"], timeout=WAIT_MS
+        )
         page = browser.new_page()
+        page.set_default_timeout(WAIT_MS)
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{dashboard}/#token={TOKEN}")  # the page sends it on every /api call
@@ -70,6 +77,8 @@ def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, snapshot_root):
         page.locator("#job-form button").click()
         # A locator wait, not wait_for_function: the page's CSP forbids the eval that a
         # string predicate needs once Playwright has to poll it (it does on a busy machine).
-        sync_api.expect(page.locator("#job-error")).to_contain_text("not a directory")
+        sync_api.expect(page.locator("#job-error")).to_contain_text(
+            "not a directory", timeout=WAIT_MS
+        )
         assert errors == []
         browser.close()

@@ -60,15 +60,18 @@ async def test_turn_token_and_wall_limits(ws):
         name = "slow"
 
         async def generate(self, messages):
-            await asyncio.sleep(5)
+            await asyncio.sleep(600)  # only the wall limit can end it, however busy the host
 
     t = await run_agent("q", Slow(), ws, AgentLimits(max_wall_s=0.3))
-    assert t.stop_reason == "limit" and "wall time limit" in t.stop_detail and t.wall_s < 2
+    # far below the 600 s the policy would take, far above a busy machine's stop
+    assert t.stop_reason == "limit" and "wall time limit" in t.stop_detail and t.wall_s < 60
 
 
 async def test_slow_tools_hit_the_wall_limit(ws):
-    policy = ScriptedPolicy(['<tool name="run_terminal"><command>sleep 10</command></tool>'])
-    t = await run_agent("q", policy, ws, AgentLimits(max_wall_s=0.5))
+    # The limit must fire while the tools run: 2 s leave a busy machine time to reach them
+    # (the scripted turn), and only the limit can end the 600 s sleep.
+    policy = ScriptedPolicy(['<tool name="run_terminal"><command>sleep 600</command></tool>'])
+    t = await run_agent("q", policy, ws, AgentLimits(max_wall_s=2))
     assert t.stop_reason == "limit" and "while running tools" in t.stop_detail
 
 

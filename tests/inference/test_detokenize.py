@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cheetah.inference.detokenize import IncrementalDetokenizer
-from cheetah.inference.local import TokenEvent, _Request
 from cheetah.inference.protocol import Completion, SamplingParams
+from cheetah.inference.request import EngineRequest, TokenEvent
 from cheetah.model.loading import default_tokenizer
 
 TEXTS = [
@@ -96,7 +96,7 @@ def _run(ids: list[int], stop: tuple[str, ...]) -> tuple[list[str], str, int, bo
     """Feed ``ids`` through a request's text path as ``LocalEngine`` does (the tiny model's
     noise cannot be steered to multi-byte text): the streamed deltas, the completion's text,
     the tokens used, and whether a stop string ended it."""
-    r = _Request([1], SamplingParams(stop=stop), None, None, None, want_text=True)  # type: ignore[arg-type]
+    r = EngineRequest([1], SamplingParams(stop=stop), None, None, None, want_text=True)  # type: ignore[arg-type]
     r.detokenizer = IncrementalDetokenizer(_tok())
     deltas = []
     for i, token in enumerate(ids):

@@ -2,8 +2,10 @@
 same loss, gradient norm and weights as one process with all of them (SFT and RL)."""
 
 import os
+import queue as queues
 import random
 import socket
+import time
 
 import pytest
 import torch
@@ -76,6 +78,7 @@ def rank_main(rank: int, world: int, port: int, objective: str, cfg, queue) -> N
     [("sft", CFG), ("rl", CFG), ("rl", CKPT), ("sft", SMALL), ("rl", BF16)],
     ids=["sft", "rl", "rl-ckpt", "sft-uneven-micro-batches", "rl-bf16"],
 )
+@pytest.mark.timeout(900)  # above the hang guards below; 35 s on a busy 2-core machine
 def test_two_ranks_step_like_one_process(objective, cfg):
     single, weights = one_process(objective, cfg)
     with socket.socket() as s:
@@ -88,11 +91,25 @@ def test_two_ranks_step_like_one_process(objective, cfg):
     ]
     for p in ranks:
         p.start()
+    # Two spawned interpreters import torch and run a step: 35 s on a busy 2-core machine. So
+    # the limits only guard hangs, and a rank that dies fails the test at once instead.
+    deadline = time.monotonic() + 600
     try:
-        sharded, sharded_weights = queue.get(timeout=240)
+        while True:
+            try:
+                sharded, sharded_weights = queue.get(timeout=1)
+                break
+            except queues.Empty:
+                codes = [p.exitcode for p in ranks]
+                assert all(c in (None, 0) for c in codes), f"a rank failed: exit codes {codes}"
+                assert time.monotonic() < deadline, "the ranks did not finish their step"
+        for p in ranks:
+            p.join(timeout=120)
     finally:
         for p in ranks:
-            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+                p.join()
     assert [p.exitcode for p in ranks] == [0, 0]
     assert sharded.tokens == single.tokens and sharded.samples < single.samples
     tol = 100 if cfg.bf16 else 1  # bf16: tolerances 100x looser

@@ -67,6 +67,27 @@ def test_config_overrides_and_errors(tmp_path):
         load_config(bad)
 
 
+def test_a_failed_start_leaves_nothing_behind(tmp_path):
+    """A typo is refused before the run directory exists, so the corrected command runs."""
+    from cheetah.rl.job import TrainJob
+
+    for typo, key in (("tasks.tier=lien", "tasks.tier"), ("model.spec=/no/model", "model.spec")):
+        sets = [a for s in (typo, f"run.out_dir={tmp_path}") for a in ("--set", s)]
+        r = subprocess.run(
+            [BIN / "cheetah", "train", "--config", "quickstart", *sets],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 2 and key in r.stderr, r.stderr
+        assert "line" in r.stderr or key == "model.spec"  # the tiers the file has are named
+        assert not (tmp_path / "quickstart").exists()
+    job = TrainJob(load_config(Path("quickstart"), [f"run.out_dir={tmp_path}"]))
+    assert (tmp_path / "quickstart" / "run.sqlite").is_file()
+    job.close()  # closes the store it opened (start() was never called)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        TrainJob(load_config(Path("quickstart"), [f"run.out_dir={tmp_path}"]))
+
+
 def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
     from cheetah.model.loading import build_tiny
     from cheetah.rl.loss import DEFAULT_LOSS
@@ -93,7 +114,7 @@ def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # three training runs: ~5 min here, a busy CI machine takes longer
+@pytest.mark.timeout(7800)  # three training runs: ~5 min here, a busy CI machine takes longer
 @pytest.mark.parametrize("world", [1, 2], ids=["one-process", "sharded-2-ranks"])
 def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     run = [
@@ -107,9 +128,9 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     proc = train(tmp_path, *run, log=log)
     db_path = tmp_path / "quickstart" / "run.sqlite"
     # ~4.5 min to the first RL checkpoint on an idle 2-core machine (100 SFT steps, two
-    # held-out evaluations); CI machines are shared and slower, so it waits up to 20 min
-    # (the resumed run below has its own 15 min, both within the test's timeout).
-    deadline, ready = time.monotonic() + 1200, False
+    # held-out evaluations); CI machines are shared and slower, so it waits up to an hour
+    # (the resumed run below has its own hour, both within the test's timeout).
+    deadline, ready = time.monotonic() + 3600, False
     while not ready and time.monotonic() < deadline and proc.poll() is None:
         ckpts = list((tmp_path / "quickstart" / "checkpoints").glob("step-*"))
         ready = bool(ckpts) and not any(p.name.endswith(".tmp") for p in ckpts)
@@ -137,7 +158,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=3600,
         env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:]
@@ -186,7 +207,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
+@pytest.mark.timeout(4200)  # whole training runs: a busy CI machine takes minutes
 def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_path):
     """Engine and env servers both outside the job: `cheetah serve` and `cheetah env serve`."""
     import httpx
@@ -204,15 +225,15 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    env_server = LocalEnvServer(tmp_path / "env", backend="local").start()
+    env_server = LocalEnvServer(tmp_path / "env", backend="local").start(timeout_s=180)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        deadline, up = time.monotonic() + 300, False
+        while not up and time.monotonic() < deadline:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
+                up = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
             except httpx.HTTPError:
                 time.sleep(0.5)
+        assert up, "cheetah serve did not answer /health within 5 minutes"
         staging = tmp_path / "staging"
         proc = train(
             tmp_path,
@@ -224,7 +245,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
             f'rollout.env_token_file="{env_server.token_file}"',
             'train.loggers=["tensorboard"]',
         )
-        out, _ = proc.communicate(timeout=900)
+        out, _ = proc.communicate(timeout=3600)
         assert proc.returncode == 0, out[-3000:]
         assert (staging / "v1").is_dir()  # the SFT weights went to the server as a checkpoint
         from tests.rl.test_loggers import read_events
@@ -249,7 +270,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # whole training runs: a busy CI machine takes minutes
+@pytest.mark.timeout(2400)  # whole training runs: a busy CI machine takes minutes
 def test_train_an_upcycled_moe_in_mxfp8(tmp_path):
     """The README's MoE path end to end: upcycle, then `cheetah train` with train.mxfp8."""
     from cheetah.model.moe import upcycle_checkpoint
@@ -258,7 +279,7 @@ def test_train_an_upcycled_moe_in_mxfp8(tmp_path):
     proc = train(
         tmp_path, "train.steps=1", "train.sft_steps=0", f'model.spec="{moe}"', "train.mxfp8=true"
     )
-    out, _ = proc.communicate(timeout=900)
+    out, _ = proc.communicate(timeout=1800)
     assert proc.returncode == 0, out[-3000:]
     summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
     assert summary["rollouts"] == 4

@@ -11,8 +11,9 @@ from cheetah.harness.loop import AgentLimits, run_agent
 from cheetah.inference.local import LocalEngine
 from cheetah.inference.protocol import SamplingParams
 from cheetah.model.loading import build_tiny, default_tokenizer
+from cheetah.rl.batching import micro_batches
 from cheetah.rl.data import SampleError, sample_from_trajectory
-from cheetah.rl.trainer import TrainConfig, Trainer, micro_batches
+from cheetah.rl.trainer import TrainConfig, Trainer
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +266,7 @@ def tiny_trainer(tokenizer, **cfg) -> Trainer:
 def test_shared_prefix_logprobs_equal_the_plain_path(
     tokenizer, prefix_len, suffix_lens, trained_at, shared
 ):
-    from cheetah.rl.trainer import _pad, shared_prefix_len
+    from cheetah.rl.batching import pad_batch, shared_prefix_len
 
     trainer = tiny_trainer(tokenizer)
     suffixes = [random_ids(n, seed=i) for i, n in enumerate(suffix_lens)]
@@ -273,7 +274,7 @@ def test_shared_prefix_logprobs_equal_the_plain_path(
     assert shared_prefix_len(samples) == shared
     for temperature in (1.0, 0.7):
         with torch.no_grad():
-            f = trainer._forward(_pad(samples, trainer.pad_id), temperature, shared)
+            f = trainer._forward(pad_batch(samples, trainer.pad_id), temperature, shared)
         plain = [lp for s in samples for lp in trainer.logprobs(s, temperature)]
         # fp32 rounding only: the tiny random model's logprobs reach -30, so 1e-6 relative
         assert f["lp"][0].tolist() == pytest.approx(plain, rel=1e-6, abs=1e-5)
@@ -286,17 +287,17 @@ def test_shared_prefix_step_has_the_plain_gradients(
 ):
     """The gradients handed to the optimizer (clipping off) match the plain path's, with
     activation checkpointing too (the shipped config), so the prefix pass is exact."""
-    from cheetah.rl import trainer as trainer_module
-    from cheetah.rl.trainer import shared_prefix_len
+    from cheetah.rl import batching as batching_module
+    from cheetah.rl.batching import shared_prefix_len
 
     prefixes: list[int] = []
-    run_shared = trainer_module._forward_shared_prefix
+    run_shared = batching_module._forward_shared_prefix
 
     def spy(decoder, ids, attention, prefix):
         prefixes.append(prefix)
         return run_shared(decoder, ids, attention, prefix)
 
-    monkeypatch.setattr(trainer_module, "_forward_shared_prefix", spy)
+    monkeypatch.setattr(batching_module, "_forward_shared_prefix", spy)
 
     prefix = random_ids(80, seed=7)
     suffixes = [random_ids(n, seed=10 + n) for n in (20, 6, 33, 15)]
@@ -333,8 +334,8 @@ def test_shared_prefix_step_has_the_plain_gradients(
 
 
 def test_micro_batches_pay_a_shared_prefix_once():
+    from cheetah.rl.batching import shared_prefix_len
     from cheetah.rl.data import Sample
-    from cheetah.rl.trainer import shared_prefix_len
 
     system = [7] * 1200
 
@@ -354,3 +355,26 @@ def test_micro_batches_pay_a_shared_prefix_once():
     ]
     assert [len(g) for g in micro_batches(other, 4096, share_prefix=True)] == [2, 2, 2, 2]
     assert shared_prefix_len(other[:2]) == 0
+
+
+async def test_several_updates_per_batch_make_the_clip_act(tokenizer, ws):
+    """With one update per batch the ratio is 1 and nothing is clipped; later updates on the
+    same batch take their ratio against the first one's logprobs, and at a high learning
+    rate the clip holds some tokens (train.loss.clip_low/clip_high act)."""
+    engine = LocalEngine.from_loaded(build_tiny(tokenizer=tokenizer), max_batch=4)
+    try:
+        samples = [
+            sample_from_trajectory(
+                await rollout(engine, tokenizer, ws, seed), tokenizer, advantage=adv
+            )
+            for seed, adv in ((5, 1.0), (6, -1.0))
+        ]
+    finally:
+        engine.close()
+    clips = {}
+    for updates in (1, 4):
+        cfg = TrainConfig(lr=5e-2, updates_per_batch=updates)
+        trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, cfg)
+        clips[updates] = trainer.rl_step(samples).clip_fraction
+        assert trainer.step_count == 1  # one RL step, however many updates it takes
+    assert clips[1] == 0.0 and clips[4] > 0.0, clips

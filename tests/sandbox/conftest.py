@@ -61,7 +61,9 @@ class ServerProc(LocalEnvServer):
     def __init__(self, tmp: Path, config: SandboxConfig | None = None, **kw) -> None:
         kw.setdefault("snapshot_roots", [SAMPLE_REPO, tmp])
         super().__init__(tmp, config=config or SandboxConfig(**LIMITS), **kw)
-        self.start(timeout_s=30)
+        # A hang guard (a server that exits fails at once): on a busy 2-core machine the
+        # start alone took 8 s, beside tests that start several servers.
+        self.start(timeout_s=180)
 
 
 @pytest.fixture
@@ -90,7 +92,7 @@ async def still_serving(env) -> None:
         sid, parse_message(render_call("run_terminal", {"command": "echo alive"}))
     )
     assert r.output == "exit code: 0\nalive"
-    out = await env.exec(sid, ExecRequest(command="echo alive", timeout_s=30))
+    out = await env.exec(sid, ExecRequest(command="echo alive", timeout_s=120))  # hang guard
     assert out.exit_code == 0 and out.output == "alive\n"
     await env.stop(sid)
     await env.close(sid)

@@ -31,7 +31,8 @@ MESSAGE = "\n".join(
                 "python -c 'print(sum(range(10)))'; exit 4"
             },
         ),
-        render_call("run_terminal", {"command": "sleep 5", "timeout": "0.5"}),
+        # only the limit can end this sleep, however busy the host: the same result each time
+        render_call("run_terminal", {"command": "sleep 600", "timeout": "0.5"}),
         render_call("lint", {"paths": "textkit"}),
         render_call("todo", {"items": "- [x] look\n- [~] change"}),
         render_call("read_file", {"path": "../outside.txt"}),

@@ -63,7 +63,8 @@ async def test_exec_runs_in_the_session_and_reports_timeouts(env):
     sid = (await env.create_session(str(SAMPLE_REPO))).session_id
     r = await env.exec(sid, ExecRequest(command="ls textkit && exit 3"))
     assert r.exit_code == 3 and "stats.py" in r.output and not r.timed_out
-    r = await env.exec(sid, ExecRequest(command="sleep 5", timeout_s=0.3))
+    # the sleep outlasts the limit by far: only the limit can end it, however busy the host
+    r = await env.exec(sid, ExecRequest(command="sleep 600", timeout_s=0.3))
     assert r.timed_out
     with pytest.raises(EnvError) as e:
         await env.exec(sid, ExecRequest(command="true", cwd="../.."))

@@ -25,7 +25,9 @@ TOKEN = "fleet-test-token-0123456789"
 async def test_least_loaded_placement_and_backpressure(env_server):
     a = env_server(capacity=1, token=TOKEN)
     b = env_server(capacity=1, token=TOKEN)
-    fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=10)
+    # A hang guard: s3 waits for s1's close (0.8 s, then a sandbox teardown, slow on a busy
+    # machine); the refusal below sets its own short wait.
+    fleet = EnvFleet([a.url, b.url], TOKEN, max_wait_s=120)
     await fleet.check_health()
     try:
         s1 = await fleet.create_session(str(SAMPLE_REPO))

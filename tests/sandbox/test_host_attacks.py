@@ -174,7 +174,9 @@ async def test_swap_race_through_one_message_and_concurrent_diffs(env, host):
     lint/edit calls that make them wait, hundreds of file calls; diffs run beside it."""
     sid = (await env.create_session(str(SAMPLE_REPO))).session_id
     rel = await plant_swap_pair(env, sid, host)
-    calls = [call(1, "run_terminal", command="python swap.py 2.5", timeout="20")]
+    # 2.5 s of swapping, whatever the load; the limit only guards a hang (a sandboxed python's
+    # start on a busy machine takes seconds).
+    calls = [call(1, "run_terminal", command="python swap.py 2.5", timeout="120")]
     for stage in range(5):
         # lint reads '.', and an edit of '.' (an error) writes '.': everything after waits.
         calls.append(call(len(calls) + 1, "lint", paths="swap.py"))

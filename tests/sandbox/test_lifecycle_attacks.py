@@ -82,7 +82,9 @@ async def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
 
 # -- processes across sessions ------------------------------------------------------------
 
-HOLD = "for i in $(seq 55); do sleep 60 & done; echo held; wait"
+# The sleeps outlast any correct run by far: only the stop below ends them, however busy the
+# host (with 60 s, a slow run could see them end by themselves before the third session's work).
+HOLD = "for i in $(seq 55); do sleep 600 & done; echo held; wait"
 FORK_MANY = (
     'python -c "\n'
     "import os, time\n"
@@ -223,20 +225,22 @@ async def test_stop_kills_a_command_that_is_starting(small_config, cgroups):
     elif not env.backend.caps.cgroups:
         pytest.skip("no cgroups on this host")
     mark = f"m{uuid.uuid4().hex[:12]}"
-    command = f"sleep 30; echo finished {mark}"
+    command = f"sleep 600; echo finished {mark}"
     try:
         sid = await new_session(env)
         for i in range(20):
-            task = asyncio.create_task(env.exec(sid, ExecRequest(command=command, timeout_s=60)))
+            # The exec's own limit (900 s) is above the sleep: only the stop can end it early.
+            task = asyncio.create_task(env.exec(sid, ExecRequest(command=command, timeout_s=900)))
             # From "as soon as the exec task has run" up to a few ms into the launch.
             await asyncio.sleep(0 if i < 6 else (i - 6) * 0.0015)
             await env.stop(sid)
-            # A missed stop runs 30 s; a caught one ends at once.
-            r = await asyncio.wait_for(task, timeout=20)
+            # A missed stop runs 600 s; a caught one ends at once. 120 s: a hang guard with
+            # room for a busy machine's slow kill, and still far below the 600 s.
+            r = await asyncio.wait_for(task, timeout=120)
             assert "finished" not in r.output and r.exit_code != 0, (i, r)
             # ... and nothing of it lives on, detached from the exec (the sandbox's init
             # outliving a killed launcher would still print "finished", to nobody).
-            await wait_for(lambda: not running(mark), f"the end of try {i}'s command", 10)
+            await wait_for(lambda: not running(mark), f"the end of try {i}'s command")
         r = await env.exec(sid, ExecRequest(command="echo after", timeout_s=60))
         assert r.output == "after\n"  # the session still runs commands after its stops
     finally:

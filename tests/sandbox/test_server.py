@@ -1,6 +1,7 @@
 """The env server over HTTP: auth, capacity (429 + Retry-After), errors, reaping, stats."""
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -57,7 +58,8 @@ async def test_capacity_errors_and_stats(env_server):
         assert r.status_code == 422
         [res] = await c.run_tools(sid, parse_message('<tool name="list_dir"></tool>'))
         assert res.output.startswith("./\ntests/\ntextkit/")
-        r = await c.exec(sid, ExecRequest(command="sleep 5", timeout_s=0.5))
+        # the sleep outlasts the limit by far: only the limit can end it, however busy the host
+        r = await c.exec(sid, ExecRequest(command="sleep 600", timeout_s=0.5))
         assert r.timed_out and r.exit_code is None
         await c.close(sid)
         assert (await c.stats()).sessions == 0
@@ -66,12 +68,17 @@ async def test_capacity_errors_and_stats(env_server):
 
 
 async def test_idle_sessions_are_reaped(env_server):
-    srv = env_server(idle_timeout_s=1.0, reap_interval_s=0.2)
+    # Event-driven: the busy session is used every 0.2 s (plus a call's time: far inside the
+    # 4 s idle limit, even on a busy machine) until the reaper has taken the idle one, however
+    # long that takes; `stats` touches no session.
+    srv = env_server(idle_timeout_s=4.0, reap_interval_s=0.2)
     c = EnvClient(srv.url, srv.token)
     try:
         idle = (await c.create_session(str(SAMPLE_REPO))).session_id
         busy = (await c.create_session(str(SAMPLE_REPO))).session_id
-        for _ in range(8):  # keep one session in use for 1.6 s
+        deadline = time.monotonic() + 120  # a hang guard, not a timing assert
+        while (await c.stats()).sessions > 1:
+            assert time.monotonic() < deadline, "the idle session was never reaped"
             await c.run_tools(busy, parse_message('<tool name="list_dir"></tool>'))
             await asyncio.sleep(0.2)
         with pytest.raises(EnvError) as e:

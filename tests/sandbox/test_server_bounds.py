@@ -260,18 +260,21 @@ async def test_a_slow_snapshot_never_holds_up_creates_from_others(tmp_path, monk
     env = _local_env(tmp_path)
     slow = env.add_snapshot(_tarball({"slow.txt": b"slow\n"}))
     fast = env.add_snapshot(_tarball({"fast.txt": b"fast\n"}))
-    release = threading.Event()
+    building, release = threading.Event(), threading.Event()
     real_build = env.store._build
 
     def build(spec, dest):
         if spec.path == slow.partition(":")[2]:
+            building.set()
             assert release.wait(120), "the slow build was never released"
         return real_build(spec, dest)
 
     monkeypatch.setattr(env.store, "_build", build)
     slow_create = asyncio.create_task(env.create_session(slow))
-    await asyncio.sleep(0.2)
+    # Until the slow build runs (not a fixed 0.2 s, which a busy machine can outlast before
+    # the build has begun, leaving nothing in the way of the fast create).
     try:
+        assert await asyncio.to_thread(building.wait, 120), "the slow build never started"
         info = await asyncio.wait_for(env.create_session(fast), timeout=120)
         assert not slow_create.done()  # the other snapshot is still being built
     finally:

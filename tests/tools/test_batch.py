@@ -1,5 +1,3 @@
-import time
-
 from cheetah.core.wire import ToolCall
 from cheetah.harness.protocol import parse_message
 from cheetah.tools import default_tools
@@ -13,16 +11,19 @@ def _calls(text):
 
 
 async def test_independent_calls_overlap_and_keep_call_order(ws):
+    # A barrier, not a stopwatch: each command marks that it started, then waits until all
+    # five have, which only calls that run at the same time can do (serial calls would each
+    # wait out their 50 s limit, and fail). Then 0.2 s of sleep, which each wall time covers.
+    barrier = "touch started.$I; until [ $(ls started.* | wc -l) -ge 5 ]; do sleep 0.01; done"
     msg = "".join(
-        f'<tool name="run_terminal"><command>sleep 0.4; echo {i}</command></tool>' for i in range(5)
+        '<tool name="run_terminal"><timeout>50</timeout>'
+        f"<command>I={i}; {barrier}; sleep 0.2; echo {i}</command></tool>"
+        for i in range(5)
     )
-    t0 = time.monotonic()
     results = await run_batch(_calls(msg), ToolContext(workspace=ws), default_tools())
-    elapsed = time.monotonic() - t0
     assert [r.output for r in results] == [f"exit code: 0\n{i}" for i in range(5)]
     assert [r.index for r in results] == [1, 2, 3, 4, 5]
-    assert elapsed < 1.5  # serial would be 2 s
-    assert all(r.wall_s >= 0.4 for r in results)
+    assert all(r.wall_s >= 0.2 for r in results)
 
 
 async def test_edit_then_read_of_same_path_keeps_message_order(ws):
