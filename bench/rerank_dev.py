@@ -32,10 +32,10 @@ import numpy as np
 from cheetah.progress import Pace
 from cheetah.search.dataset import read_rows
 from cheetah.search.embedder import load_embedder
-from cheetah.search.evaluate import ranks, summarize
 from cheetah.search.fusion import fuse
 from cheetah.search.index import embed_in_slices
 from cheetah.search.lexical import BM25
+from cheetah.search.ranking_eval import ranks, summarize
 from cheetah.search.rerank import RERANK_WEIGHTS, Reranker, load_reranker, rerank
 
 

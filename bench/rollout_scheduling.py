@@ -18,13 +18,16 @@ import asyncio
 import shlex
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the doubles live in tests/
 
 import ray
 
-from cheetah.rl.fake import FakeEngine, FakeRollout, FakeWork
-from cheetah.rl.rollout import run_rollouts, start_workers
+from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import RolloutScheduler
-from cheetah.rl.simulate import SimConfig, simulate
+from tests.rl.fakes import FakeEngine, FakeRollout, FakeWork
+from tests.rl.simulate import SimConfig, simulate
 
 SLOTS = 32  # rollouts per Ray worker
 

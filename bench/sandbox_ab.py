@@ -30,7 +30,7 @@ import httpx
 from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.launch import free_port
-from cheetah.tasks.snapshot import pack_tree
+from cheetah.tasks.checkout import pack_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -1,6 +1,6 @@
 """Where the largest layout this design targets saturates first: engines, env servers, weight
 sync or the trainer. A discrete-event simulation driving the real ``RolloutScheduler``
-(``cheetah.rl.simulate``) with figures derived from the layout below.
+(``tests.rl.simulate``) with figures derived from the layout below.
 
 The layout (defaults; every figure is a flag): 8 nodes of 8 GPUs; an 8B-parameter policy in
 bf16; 48 GPUs serve it (one engine each, 64 sequences decoding at once at 30 tokens/s each);
@@ -28,9 +28,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
+from pathlib import Path
 
-from cheetah.rl.simulate import SimConfig, SimResult, simulate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulation lives in tests/
+
+from tests.rl.simulate import SimConfig, SimResult, simulate
 
 
 def derive(a: argparse.Namespace) -> tuple[SimConfig, dict[str, float]]:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from cheetah.tasks.evaluate import EvalConfig, run_eval
-from cheetah.tasks.fleet import fleet_sessions
 from cheetah.tasks.loaders import load_tasks
 from cheetah.tasks.oracle import OraclePolicy
+from cheetah.tasks.remote_sessions import fleet_sessions
 from cheetah.tasks.session import local_sessions
 
 

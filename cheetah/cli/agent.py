@@ -111,12 +111,12 @@ async def _kept(run):
 async def _agent_sandboxed(args, policy, limits, on_turn):
     """Run the agent in an isolated session over a snapshot of --repo; return it and its diff."""
     from cheetah.harness.loop import run_agent
-    from cheetah.sandbox.env import EnvSession, LocalEnv
+    from cheetah.sandbox.env import LocalEnv, SessionTools
 
     env = LocalEnv("isolated", code_search=EmbeddingCodeSearch())
     info = await env.create_session(f"dir:{args.repo.resolve()}", refresh=True)
     try:
-        session = EnvSession(env, info.session_id)
+        session = SessionTools(env, info.session_id)
         traj = await _kept(run_agent(args.query, policy, session, limits, on_turn=on_turn))
         return traj, (await env.diff(info.session_id)).diff
     finally:

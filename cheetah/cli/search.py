@@ -138,7 +138,7 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from cheetah.search.dataset import DatasetError, read_rows
     from cheetah.search.embedder import EmbedderUnavailable, load_embedder
-    from cheetah.search.evaluate import evaluate_rows, paired_bootstrap
+    from cheetah.search.ranking_eval import evaluate_rows, paired_bootstrap
 
     try:
         rows = read_rows(args.dataset)

@@ -81,12 +81,12 @@ def load_task_file(path: Path, args: argparse.Namespace, verb: str):
 
 
 def task_sessions(args: argparse.Namespace, code_search=None):
-    """An async context giving the ``TaskSessions`` that ``--sandbox``/``--env-url`` ask for
+    """An async context giving the ``TaskSessionOpener`` that ``--sandbox``/``--env-url`` ask for
     (``code_search`` backs codebase_search in sessions of this process; env servers have
     their own)."""
     import contextlib
 
-    from cheetah.tasks.fleet import fleet_sessions
+    from cheetah.tasks.remote_sessions import fleet_sessions
     from cheetah.tasks.session import local_sessions
 
     if args.env_url or args.sandbox == "fleet":

@@ -50,7 +50,7 @@ async def _run_calls(args: argparse.Namespace, calls: list) -> list:
 
         from cheetah.core.http_gate import read_token
         from cheetah.sandbox.client import EnvClient
-        from cheetah.tasks.snapshot import pack_tree
+        from cheetah.tasks.checkout import pack_tree
 
         env = EnvClient(args.server, read_token(args.token_file))
         tarball = pack_tree(args.repo.resolve())

@@ -46,11 +46,11 @@ import ray
 from cheetah.inference.ray_engine import EngineActor, RayEngine
 from cheetah.model.loading import ModelLoadError, check_spec
 from cheetah.rl.config import TrainRunConfig
+from cheetah.rl.curves import plot_curves, plot_learning_curve
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.lr_schedule import lr_at
-from cheetah.rl.report import plot_curves, plot_learning_curve
-from cheetah.rl.rollout import run_rollouts, start_workers
+from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
 from cheetah.rl.store import RunStore
@@ -164,10 +164,10 @@ class TrainJob:
         if cfg.rollout.env_urls:
             env_token(cfg)  # fail here, not in every worker
             return cfg
-        from cheetah.sandbox.launch import LocalEnvServer
+        from cheetah.sandbox.launch import EnvServerProcess
 
         r = cfg.rollout
-        self.env_server = LocalEnvServer(
+        self.env_server = EnvServerProcess(
             self.dir / "env", backend=r.sandbox, capacity=r.workers * r.worker_capacity + 8
         ).start()
         self.log(f"env server {self.env_server.url} ({r.sandbox}), log {self.env_server.log_path}")

@@ -83,7 +83,7 @@ async def sft_samples_for(
             f"({skipped} wrong or ungraded left out)")  # fmt: skip
         return samples
     from cheetah.rl.task_rollout import env_token
-    from cheetah.tasks.fleet import fleet_sessions
+    from cheetah.tasks.remote_sessions import fleet_sessions
 
     r = env_cfg.rollout
     tasks = [task for task in train_tasks if task.reference_patch]

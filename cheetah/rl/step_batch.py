@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from cheetah.harness.trajectory import Trajectory
+from cheetah.rl.curves import behaviour_metrics
 from cheetah.rl.data import Sample, SampleError, sample_from_trajectory, truncation_metrics
 from cheetah.rl.loss import group_advantages
-from cheetah.rl.report import behaviour_metrics
 from cheetah.rl.scheduler import Group
 
 

@@ -47,14 +47,14 @@ class TaskRollout:
     def __init__(self, engine: Any, cfg: dict) -> None:
         from cheetah.sandbox.fleet import EnvFleet
         from cheetah.tasks.loaders import load_tasks
-        from cheetah.tasks.session import TaskSessions
+        from cheetah.tasks.session import TaskSessionOpener
 
         self.cfg = TrainRunConfig.model_validate(cfg)
         self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
         self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
         fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
-        self.sessions = TaskSessions(fleet)
+        self.sessions = TaskSessionOpener(fleet)
 
     async def __call__(self, spec: RolloutSpec) -> Finished:
         from cheetah.harness.engine_policy import EnginePolicy

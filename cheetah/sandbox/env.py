@@ -58,7 +58,7 @@ Backend = Literal["isolated", "local"]
 
 
 @dataclass
-class _Session:
+class _OpenSession:
     info: SessionInfo
     backend_session: Any
     ctx: ToolContext
@@ -85,9 +85,9 @@ class LocalEnv:
 
             self.backend: Any = Sandbox(config, limits=self.server_limits)
         elif backend == "local":
-            from cheetah.sandbox.local_backend import LocalBackend
+            from cheetah.sandbox.copy_backend import CopyBackend
 
-            self.backend = LocalBackend(config.base_dir if config else None, self.server_limits)
+            self.backend = CopyBackend(config.base_dir if config else None, self.server_limits)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose 'isolated' or 'local'")
         self.store = self.backend.snapshots
@@ -99,7 +99,7 @@ class LocalEnv:
         self.code_search = code_search  # backs codebase_search in every session (None: off)
         self.tools = default_tools()
         remove_stale_parts(self.store.uploads)
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, _OpenSession] = {}
         self.started = time.monotonic()
         self.created = 0
         self._pending = 0
@@ -108,7 +108,7 @@ class LocalEnv:
     def isolation(self) -> str:
         return self.backend.describe()
 
-    def _get(self, session_id: str) -> _Session:
+    def _get(self, session_id: str) -> _OpenSession:
         try:
             check_session_id(session_id)
         except InvalidSessionId as e:
@@ -219,7 +219,7 @@ class LocalEnv:
     def _register(self, bs: Any, snapshot: str) -> SessionInfo:
         info = SessionInfo(session_id=bs.id, snapshot=snapshot, isolation=self.isolation)
         self.created += 1
-        self.sessions[bs.id] = _Session(
+        self.sessions[bs.id] = _OpenSession(
             info, bs, ToolContext(workspace=bs, limits=self.limits, code_search=self.code_search)
         )
         return info
@@ -401,7 +401,7 @@ def _meminfo() -> tuple[float, float]:
     return values.get("MemTotal", 0.0), values.get("MemAvailable", 0.0)
 
 
-class EnvSession:
+class SessionTools:
     """A session seen as a ``ToolRunner``: ``run_agent`` drives any ``Environment`` through it."""
 
     def __init__(self, env: Any, session_id: str) -> None:

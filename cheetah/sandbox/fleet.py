@@ -76,7 +76,7 @@ async def _replay(client: EnvClient, remote_id: str, entry: LogEntry) -> None:
 
 
 @dataclass
-class _FleetSession:
+class _ReplayableSession:
     id: str
     snapshot: str
     server: _Server
@@ -104,7 +104,7 @@ class EnvFleet:
         self.max_wait_s, self.backoff_s = max_wait_s, backoff_s
         self.health_interval_s = health_interval_s
         self.retries = retries
-        self.sessions: dict[str, _FleetSession] = {}
+        self.sessions: dict[str, _ReplayableSession] = {}
         self.uploads: dict[str, bytes] = {}
         self._uploaded: set[tuple[str, str]] = set()
         self.failovers = 0
@@ -205,15 +205,15 @@ class EnvFleet:
     ) -> SessionInfo:
         server, info = await self._place(snapshot, refresh=refresh)
         sid = session_id or f"fleet-{next(self._ids)}-{info.session_id}"
-        self.sessions[sid] = _FleetSession(sid, snapshot, server, info.session_id)
+        self.sessions[sid] = _ReplayableSession(sid, snapshot, server, info.session_id)
         return SessionInfo(session_id=sid, snapshot=snapshot, isolation=info.isolation)
 
-    def _get(self, sid: str) -> _FleetSession:
+    def _get(self, sid: str) -> _ReplayableSession:
         if sid not in self.sessions:
             raise EnvError(f"no session {sid!r} in this fleet", 404)
         return self.sessions[sid]
 
-    async def _failover(self, s: _FleetSession) -> None:
+    async def _failover(self, s: _ReplayableSession) -> None:
         """Re-create ``s`` on another server and replay its log."""
         s.server.healthy = False
         s.server.sessions = max(0, s.server.sessions - 1)
@@ -224,7 +224,7 @@ class EnvFleet:
         s.failovers += 1
         self.failovers += 1
 
-    async def _on_server(self, s: _FleetSession, op):
+    async def _on_server(self, s: _ReplayableSession, op):
         """Run ``op(client, remote_id)``: retry a busy server with backoff, fail over a dead one."""
         failovers, busy, delay = 0, 0, self.backoff_s
         while True:
@@ -266,7 +266,7 @@ class EnvFleet:
             info = await self._on_server(s, lambda c, rid: c.fork(rid))
         sid = f"fleet-{next(self._ids)}-{info.session_id}"
         s.server.sessions += 1
-        self.sessions[sid] = _FleetSession(
+        self.sessions[sid] = _ReplayableSession(
             sid, s.snapshot, s.server, info.session_id, log=list(s.log)
         )
         return SessionInfo(session_id=sid, snapshot=s.snapshot, isolation=info.isolation)

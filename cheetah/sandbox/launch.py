@@ -1,4 +1,4 @@
-"""`LocalEnvServer`: an env server (``cheetah env serve``) as a child process on this machine.
+"""`EnvServerProcess`: an env server (``cheetah env serve``) as a child process on this machine.
 
 Jobs that want the production path without a fleet of their own (``cheetah train``
 and ``cheetah eval --sandbox fleet`` with no ``--env-url``) start one here and talk
@@ -60,7 +60,7 @@ def _toml_line(key: str, value: object) -> str:
     return f"{key} = {json.dumps(str(value))}\n"
 
 
-class LocalEnvServer:
+class EnvServerProcess:
     def __init__(
         self,
         workdir: str | Path,
@@ -148,7 +148,7 @@ class LocalEnvServer:
         except OSError:
             return ""
 
-    def start(self, timeout_s: float = 60.0) -> LocalEnvServer:
+    def start(self, timeout_s: float = 60.0) -> EnvServerProcess:
         """Start the server and wait until /health answers (tries another port if one is taken)."""
         for _attempt in range(3):
             self.proc = self._spawn()
@@ -186,7 +186,7 @@ class LocalEnvServer:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def __enter__(self) -> LocalEnvServer:
+    def __enter__(self) -> EnvServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -158,9 +158,9 @@ def docstring_corpus(name: str, files: list[tuple[str, Path]]) -> tuple[list[Pai
 def task_corpora(tasks_file: Path, split: str) -> tuple[list[Pair], list[Corpus]]:
     """Pairs from the tasks of ``split``, and one corpus per repo snapshot they use."""
     from cheetah.core.safefs import read_tree
+    from cheetah.tasks.checkout import materialize
     from cheetah.tasks.loaders import load_tasks
     from cheetah.tasks.patch import parse_patch
-    from cheetah.tasks.snapshot import materialize
 
     pairs: list[Pair] = []
     corpora: dict[str, Corpus] = {}

@@ -23,7 +23,7 @@ from cheetah.harness.policy import Policy
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.grader import Grade, GraderConfig, attach, capture_baseline, grade
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import SETUP_TIMEOUT_S, TaskSessions, TaskSetupError, open_task
+from cheetah.tasks.session import SETUP_TIMEOUT_S, TaskSessionOpener, TaskSetupError, open_task
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Episode:
 async def run_episode(
     task: Task,
     policy: Policy,
-    sessions: TaskSessions,
+    sessions: TaskSessionOpener,
     *,
     limits: AgentLimits | None = None,
     grader: GraderConfig | None = None,

@@ -7,9 +7,9 @@ rollouts and SFT demonstrations use; the trajectory (with its grade) is saved. S
 setup, a policy that cannot be built) becomes that sample's ``error`` and the run
 goes on; errored samples count as incorrect in pass@k and are listed in the report.
 
-Where samples run is the ``TaskSessions``' business: local copies (trusted tasks only),
+Where samples run is the ``TaskSessionOpener``' business: local copies (trusted tasks only),
 in-process isolated sessions, or sessions on env servers through an ``EnvFleet``
-(``cheetah.tasks.fleet``).
+(``cheetah.tasks.remote_sessions``).
 
 Deliberately left out: retrying errored samples, resuming an interrupted run.
 """
@@ -31,7 +31,7 @@ from cheetah.tasks.episode import run_episode
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.metrics import mean_of, pass_at_k, trajectory_metrics
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import TaskSessions
+from cheetah.tasks.session import TaskSessionOpener
 
 PolicyFactory = Callable[[Task], Policy]
 
@@ -89,7 +89,7 @@ async def run_sample(
     task: Task,
     sample: int,
     policy_factory: PolicyFactory,
-    sessions: TaskSessions,
+    sessions: TaskSessionOpener,
     config: EvalConfig,
     traj_dir: Path | None,
 ) -> SampleResult:
@@ -194,7 +194,7 @@ def summarize(
 async def run_eval(
     tasks: list[Task],
     policy_factory: PolicyFactory,
-    sessions: TaskSessions,
+    sessions: TaskSessionOpener,
     config: EvalConfig | None = None,
     *,
     model: str = "",

@@ -35,9 +35,9 @@ from pathlib import Path
 from cheetah.harness.policy import Generation, PolicyError, estimate_tokens
 from cheetah.harness.protocol import render_call
 from cheetah.harness.trajectory import Message
+from cheetah.tasks.checkout import materialize
 from cheetah.tasks.patch import apply_patch, parse_patch
 from cheetah.tasks.schema import Task
-from cheetah.tasks.snapshot import materialize
 
 STYLES = ("search", "read", "parallel")
 READ_CONTEXT = 4  # lines shown on each side of the hit by the ``read`` style

@@ -3,7 +3,7 @@ protocol (``sandbox/protocol.py``) with its two implementations, ``LocalEnv`` in
 process and the env server over HTTP (``EnvClient``, and ``EnvFleet`` over many).
 
 Eval, RL rollouts, SFT demonstrations and ``tasks validate`` open every task the same
-way, through ``TaskSessions(env)``:
+way, through ``TaskSessionOpener(env)``:
 
 - ``local_sessions("isolated")``: ``LocalEnv`` with the bubblewrap + overlay backend;
 - ``local_sessions("local")``: ``LocalEnv`` with the trusted copy backend, UNSANDBOXED
@@ -30,10 +30,10 @@ import hashlib
 from typing import Any, Literal
 
 from cheetah.core.workspace import ExecResult, PathError
-from cheetah.sandbox.env import EnvSession, LocalEnv
+from cheetah.sandbox.env import LocalEnv, SessionTools
 from cheetah.sandbox.protocol import EnvError, ExecRequest, WriteFilesRequest
+from cheetah.tasks.checkout import pack_snapshot
 from cheetah.tasks.schema import Task
-from cheetah.tasks.snapshot import pack_snapshot
 from cheetah.tools.base import CodeSearch
 
 SETUP_TIMEOUT_S = 600.0
@@ -48,7 +48,7 @@ class TaskSession:
 
     def __init__(self, env: Any, session_id: str) -> None:
         self.env, self.id = env, session_id
-        self.agent = EnvSession(env, session_id)  # the harness's ToolRunner
+        self.agent = SessionTools(env, session_id)  # the harness's ToolRunner
 
     async def read_tree(self) -> dict[str, bytes]:
         return (await self.env.read_files(self.id)).tree()
@@ -72,7 +72,7 @@ class TaskSession:
         await self.env.stop(self.id)
 
 
-class TaskSessions:
+class TaskSessionOpener:
     """Opens and closes task sessions on ``env`` (``LocalEnv`` or ``EnvFleet``: anything
     with the session protocol and ``add_snapshot``)."""
 
@@ -105,17 +105,17 @@ def local_sessions(
     code_search: CodeSearch | None = None,
     capacity: int = 1024,
     **env_args: Any,
-) -> TaskSessions:
+) -> TaskSessionOpener:
     """Task sessions in this process (``backend``: see the module docstring)."""
     if backend not in ("isolated", "local"):
         raise ValueError(f"unknown sandbox kind {backend!r}; choose 'isolated' or 'local'")
     env = LocalEnv(backend, capacity=capacity, code_search=code_search, **env_args)
     name = "local-unsandboxed" if backend == "local" else "isolated"
-    return TaskSessions(env, name)
+    return TaskSessionOpener(env, name)
 
 
 async def open_task(
-    sessions: TaskSessions, task: Task, *, setup_timeout_s: float = SETUP_TIMEOUT_S
+    sessions: TaskSessionOpener, task: Task, *, setup_timeout_s: float = SETUP_TIMEOUT_S
 ) -> TaskSession:
     """A ready session: the snapshot, then the task's setup command (which must exit 0)."""
     try:

@@ -30,7 +30,7 @@ from cheetah.core.workspace import PathError
 from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
 from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Task
-from cheetah.tasks.session import TaskSessions, TaskSetupError, open_task
+from cheetah.tasks.session import TaskSessionOpener, TaskSetupError, open_task
 
 
 class TaskValidation(BaseModel):
@@ -51,7 +51,7 @@ def _leaks(tree: dict[str, bytes], task: Task) -> list[str]:
 
 
 async def _state(
-    sessions: TaskSessions, task: Task, config: GraderConfig, *, solved: bool
+    sessions: TaskSessionOpener, task: Task, config: GraderConfig, *, solved: bool
 ) -> list[str]:
     """Problems with the checks in one state (as given, or with the reference patch)."""
     what = "with the reference patch" if solved else "on the snapshot"
@@ -85,7 +85,7 @@ async def _state(
 
 
 async def validate_task(
-    task: Task, sessions: TaskSessions, config: GraderConfig | None = None
+    task: Task, sessions: TaskSessionOpener, config: GraderConfig | None = None
 ) -> TaskValidation:
     config = config or GraderConfig()
     t0 = time.monotonic()
@@ -117,7 +117,7 @@ def validation_key(task: Task) -> str:
 
 async def validate_tasks(
     tasks: list[Task],
-    sessions: TaskSessions,
+    sessions: TaskSessionOpener,
     config: GraderConfig | None = None,
     *,
     concurrency: int = 2,

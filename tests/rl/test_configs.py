@@ -18,11 +18,11 @@ from cheetah.model.chat import tokenize_chat
 from cheetah.model.loading import tokenizer_for
 from cheetah.rl.config import load_config
 from cheetah.sandbox.config import SandboxConfig
+from cheetah.tasks.checkout import materialize
 from cheetah.tasks.episode import run_episode
 from cheetah.tasks.loaders import load_tasks, select_tasks
 from cheetah.tasks.oracle import OraclePolicy, oracle_messages
 from cheetah.tasks.session import local_sessions
-from cheetah.tasks.snapshot import materialize
 
 CONFIGS = sorted(CONFIGS_DIR.glob("*.toml"))
 

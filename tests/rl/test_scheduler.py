@@ -1,7 +1,7 @@
 import pytest
 
 from cheetah.rl.scheduler import Finished, RolloutScheduler
-from cheetah.rl.simulate import SimConfig, simulate
+from tests.rl.simulate import SimConfig, simulate
 
 
 def sched(**kw):

@@ -212,7 +212,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
     """Engine and env servers both outside the job: `cheetah serve` and `cheetah env serve`."""
     import httpx
 
-    from cheetah.sandbox.launch import LocalEnvServer, free_port
+    from cheetah.sandbox.launch import EnvServerProcess, free_port
 
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -225,7 +225,7 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    env_server = LocalEnvServer(tmp_path / "env", backend="local").start(timeout_s=180)
+    env_server = EnvServerProcess(tmp_path / "env", backend="local").start(timeout_s=180)
     try:
         deadline, up = time.monotonic() + 300, False
         while not up and time.monotonic() < deadline:

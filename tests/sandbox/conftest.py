@@ -15,7 +15,7 @@ from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
-from cheetah.sandbox.launch import LocalEnvServer
+from cheetah.sandbox.launch import EnvServerProcess
 from cheetah.sandbox.protocol import ExecRequest
 from cheetah.sandbox.reclaim import reclaim_dead_sessions
 from tests.conftest import SAMPLE_REPO
@@ -54,7 +54,7 @@ def work_config() -> SandboxConfig:
     return SandboxConfig(**WORK_LIMITS)
 
 
-class ServerProc(LocalEnvServer):
+class ServerProc(EnvServerProcess):
     """A started ``cheetah env serve`` process with the small test limits (or ``config``);
     clients may name the sample repo and paths under ``tmp`` (its snapshot roots)."""
 

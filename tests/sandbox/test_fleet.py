@@ -12,7 +12,7 @@ from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import run_agent
 from cheetah.harness.policy import ScriptedPolicy
 from cheetah.harness.protocol import parse_message
-from cheetah.sandbox.env import EnvSession
+from cheetah.sandbox.env import SessionTools
 from cheetah.sandbox.fleet import EnvFleet
 from cheetah.sandbox.protocol import EnvError
 from tests.conftest import SAMPLE_REPO
@@ -88,7 +88,7 @@ async def test_rollout_survives_a_server_dying_mid_session(env_server, work_conf
             "Done.",
         ]
         policy = KillServerAfter(script, 3, lambda: procs[first].kill())
-        traj = await run_agent("fix it", policy, EnvSession(fleet, sid))
+        traj = await run_agent("fix it", policy, SessionTools(fleet, sid))
         assert traj.stop_reason == "finished", traj.stop_detail
         assert not any(c.is_error for c in traj.calls), [c.output for c in traj.calls]
         last = traj.turns[2].calls[0].output
@@ -122,7 +122,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(
 ):
     from cheetah.tasks.evaluate import EvalConfig, run_eval
     from cheetah.tasks.loaders import load_tasks, select_tasks
-    from cheetah.tasks.session import TaskSessions
+    from cheetah.tasks.session import TaskSessionOpener
 
     [task] = select_tasks(load_tasks(TASK_SETS / "benchmark.jsonl"), limit=1)
     # these sessions run the sample repo's pytest: work_config's CPU time
@@ -133,7 +133,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(
         report = await run_eval(
             [task],
             lambda t: OracleKillingServer(t, fleet, procs),
-            TaskSessions(fleet),
+            TaskSessionOpener(fleet),
             EvalConfig(),
             out_dir=tmp_path,
         )
@@ -149,7 +149,7 @@ async def test_eval_through_the_fleet_grades_right_after_a_server_dies(
 
 async def test_fleet_uploads_again_when_a_server_lost_the_snapshot(env_server):
     from cheetah.sandbox.config import default_base_dir
-    from cheetah.tasks.snapshot import pack_tree
+    from cheetah.tasks.checkout import pack_tree
 
     a = env_server(token=TOKEN)
     fleet = EnvFleet([a.url], TOKEN, max_wait_s=10)

@@ -33,7 +33,7 @@ from cheetah.sandbox.env import LocalEnv
 from cheetah.sandbox.protocol import EnvError, ExecRequest
 from cheetah.sandbox.reclaim import reclaim_dead_sessions
 from cheetah.sandbox.store import SnapshotStore
-from cheetah.tasks.snapshot import pack_tree
+from cheetah.tasks.checkout import pack_tree
 from tests.conftest import SAMPLE_REPO
 from tests.sandbox.conftest import LIMITS, needs_isolation, still_serving
 

@@ -22,8 +22,8 @@ from cheetah.inference.server import create_app
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
-from cheetah.sandbox.env import EnvSession
-from cheetah.sandbox.launch import LocalEnvServer
+from cheetah.sandbox.env import SessionTools
+from cheetah.sandbox.launch import EnvServerProcess
 from cheetah.search.embedder import EmbedderUnavailable
 from cheetah.search.remote_embedder import RemoteEmbedder
 from cheetah.search.remote_reranker import RemoteReranker
@@ -116,7 +116,7 @@ async def test_a_sandboxed_rollout_searches_through_the_service(service, tmp_pat
     monkeypatch.delenv("CHEETAH_RERANKER", raising=False)  # the service's own, found by itself
     monkeypatch.setenv("CHEETAH_EMBEDDER", f"{service}/v1")  # what `--embedder URL` sets
     monkeypatch.setenv("CHEETAH_API_TOKEN", TOKEN)  # the env server's clients send it
-    server = LocalEnvServer(tmp_path, backend="isolated", snapshot_roots=[SAMPLE_REPO.parent])
+    server = EnvServerProcess(tmp_path, backend="isolated", snapshot_roots=[SAMPLE_REPO.parent])
     server.start(timeout_s=180)  # a hang guard, as for the sandbox suite's servers
     try:
         env = EnvClient(server.url, server.token)
@@ -128,7 +128,7 @@ async def test_a_sandboxed_rollout_searches_through_the_service(service, tmp_pat
                 "Found it.",
             ]
         )
-        traj = await run_agent("where are words counted?", policy, EnvSession(env, sid))
+        traj = await run_agent("where are words counted?", policy, SessionTools(env, sid))
         [result] = traj.turns[0].calls
         assert not result.is_error, result.output
         assert "textkit/" in result.output and "def " in result.output

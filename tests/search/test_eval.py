@@ -17,9 +17,9 @@ from cheetah.search.dataset import (
     read_rows,
     write_rows,
 )
-from cheetah.search.evaluate import evaluate_rows, paired_bootstrap, ranks, summarize
 from cheetah.search.fusion import fuse
 from cheetah.search.lexical import BM25, code_tokens, doc_tokens
+from cheetah.search.ranking_eval import evaluate_rows, paired_bootstrap, ranks, summarize
 
 BIN = Path(sys.executable).parent
 
@@ -171,7 +171,7 @@ def test_cli_prints_each_method_and_the_best_last(tmp_path):
 def test_cli_gives_the_best_methods_lead_over_each_other_one(tmp_path, monkeypatch, capsys):
     import argparse
 
-    import cheetah.search.evaluate as evaluate
+    import cheetah.search.ranking_eval as evaluate
     from cheetah.cli.search import _eval
 
     path = write(tmp_path / "d.jsonl", [{"id": "a", "code": "x = 1", "query": "q"}])

@@ -13,8 +13,8 @@ import torch
 
 from cheetah.search.chunks import Chunk
 from cheetah.search.dataset import Row
-from cheetah.search.evaluate import evaluate_rows
 from cheetah.search.pairs import Pair
+from cheetah.search.ranking_eval import evaluate_rows
 from cheetah.search.rerank import Group, _pool, listwise_loss, mine_groups, rerank
 
 BIN = Path(sys.executable).parent

@@ -2,10 +2,10 @@
 a file the query does not name is searched for, in each of the three styles."""
 
 from cheetah.harness.protocol import parse_message
+from cheetah.tasks.checkout import materialize
 from cheetah.tasks.oracle import STYLES, minimal_edit, oracle_messages, style_for
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
-from cheetah.tasks.snapshot import materialize
 
 BEFORE = """def f(x):
     y = x + 1

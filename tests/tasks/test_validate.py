@@ -1,4 +1,4 @@
-from cheetah.tasks.session import TaskSessions, local_sessions
+from cheetah.tasks.session import TaskSessionOpener, local_sessions
 from cheetah.tasks.validate import validate_task, validate_tasks
 
 from .conftest import OPS, bug_task
@@ -43,7 +43,7 @@ async def test_leaked_hidden_file_and_bad_snapshot_do_not_stop_the_others(calc_r
 
 
 async def test_tasks_that_differ_only_in_their_query_are_validated_once(calc_repo):
-    class Counting(TaskSessions):
+    class Counting(TaskSessionOpener):
         opened = 0
 
         async def create(self, task):

@@ -8,10 +8,10 @@ import pytest
 import ray
 
 from cheetah.harness.trajectory import Trajectory
-from cheetah.rl.fake import FakeEngine, FakeRollout, FakeWork
-from cheetah.rl.rollout import run_rollouts, start_workers
+from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import RolloutScheduler
 from tests.conftest import local_ray
+from tests.rl.fakes import FakeEngine, FakeRollout, FakeWork
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Stand-ins with realistic timing for scheduling benchmarks and tests (like ScriptedPolicy).
+"""Test doubles with realistic timing for the scheduling tests and benchmarks (not shipped
+in the package).
 
 ``FakeEngine`` is a Ray actor with a fixed number of decode slots that sleeps
 ``token_s`` per generated token and stamps every generation with its policy version.

@@ -1,4 +1,9 @@
-"""Materialize a task's repo snapshot into a fresh directory on this host.
+"""Check out a task's repo snapshot into a fresh directory on this host, and pack it.
+
+This is the client's side, for task sources the user trusts: the tree it packs is the
+tarball a session starts from (``upload:SHA``). The env server's side, for sources it must
+not trust, is ``sandbox/materialize.py`` (bounded copies as the source's owner, ``git
+archive`` through the hostile-tarball extraction); the two share only that extraction.
 
 A directory is copied (caches and bytecode left out), a tarball extracted (a single
 top-level folder is taken as the root, as source tarballs usually have one), a git

@@ -26,7 +26,7 @@ from cheetah.sandbox.trees import copy_tree, remove_tree
 DESCRIPTION = "none (trusted local backend: commands run unsandboxed as the server's user)"
 
 
-class LocalBackend:
+class CopyBackend:
     def __init__(self, base_dir: Path | None = None, limits: ServerLimits | None = None) -> None:
         self.base = Path(base_dir or tempfile.mkdtemp(prefix="cheetah-local-"))
         if base_dir is None:  # its own temp dir: gone with the backend
@@ -55,7 +55,7 @@ class LocalBackend:
 
 
 class CopySession:
-    def __init__(self, backend: LocalBackend, lower: Path, session_id: str) -> None:
+    def __init__(self, backend: CopyBackend, lower: Path, session_id: str) -> None:
         self.backend, self.lower, self.id = backend, lower, session_id
         self.dir = backend.sessions_dir / session_id
         self.closed = False

@@ -1,4 +1,5 @@
-"""Discrete-event simulation of rollout scheduling, driving the real ``RolloutScheduler``.
+"""Discrete-event simulation of rollout scheduling, driving the real ``RolloutScheduler``
+(a test double for the Ray driver; the scheduling tests and two benchmarks use it).
 
 Model (all times in simulated seconds):
 - a rollout has T turns, T ~ lognormal(median ``turns_median``, ``sigma``), in

@@ -3,7 +3,7 @@
 The agent's tool calls, the task's setup command and the grader's checks all run in a
 session on an env server (``cheetah env serve``), reached through an ``EnvFleet`` over
 many servers, which fails a session over when its server dies. Nothing of the workspace
-is on this host. Snapshots travel as the tarballs ``TaskSessions`` registers: the fleet
+is on this host. Snapshots travel as the tarballs ``TaskSessionOpener`` registers: the fleet
 uploads one to a server the first time a session there needs it, so the servers never
 need the task's repo on their own disk. Given no server, one is started here (a child
 process) and stopped on exit.
@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cheetah.sandbox.fleet import EnvFleet
-from cheetah.sandbox.launch import LocalEnvServer
+from cheetah.sandbox.launch import EnvServerProcess
 from cheetah.sandbox.protocol import EnvError
-from cheetah.tasks.session import TaskSessions
+from cheetah.tasks.session import TaskSessionOpener
 
 
 @contextlib.asynccontextmanager
@@ -34,8 +34,8 @@ async def fleet_sessions(
     workdir: Path | None = None,
     backend: str = "isolated",
     capacity: int = 64,
-) -> AsyncIterator[TaskSessions]:
-    """``TaskSessions`` over an ``EnvFleet`` of ``urls``; with no URL, over one env server
+) -> AsyncIterator[TaskSessionOpener]:
+    """``TaskSessionOpener`` over an ``EnvFleet`` of ``urls``; with no URL, over one env server
     started here.
 
     The local server (``backend`` isolated or local, ``capacity`` sessions) keeps its
@@ -47,7 +47,7 @@ async def fleet_sessions(
         if workdir is None:
             tmp = tempfile.TemporaryDirectory(prefix="cheetah-env-")
             workdir = Path(tmp.name)
-        server = LocalEnvServer(workdir, backend=backend, capacity=capacity)
+        server = EnvServerProcess(workdir, backend=backend, capacity=capacity)
         server.start()  # in this thread: the server's death signal follows its starter
         urls, token = [server.url], server.token
     if not token:
@@ -55,7 +55,7 @@ async def fleet_sessions(
     fleet = EnvFleet(urls, token)
     try:
         await fleet.start()
-        sessions = TaskSessions(fleet, f"fleet of {len(urls)} env server(s)")
+        sessions = TaskSessionOpener(fleet, f"fleet of {len(urls)} env server(s)")
         with contextlib.suppress(EnvError):
             isolation = (await fleet.stats()).isolation
             sessions.name = f"fleet of {len(urls)} env server(s): {isolation}"

@@ -3,9 +3,9 @@ import tarfile
 
 import pytest
 
+from cheetah.tasks.checkout import SnapshotError, materialize
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Snapshot
-from cheetah.tasks.snapshot import SnapshotError, materialize
 
 
 def test_dir_copy_skips_caches_and_applies_patch(calc_repo, tmp_path):
