@@ -159,6 +159,10 @@ def test_limit_flags_come_from_the_typed_limits(tmp_path):
     )
     r = cheetah("eval", "--help")
     assert "--max-tokens" in r.stdout and f"(default: {AgentLimits().max_tokens})" in r.stdout
+    r = cheetah("eval", "--tasks", "benchmark", "--model", "oracle", "--out", tmp_path / "o",
+                "--without-tool", "grap")  # fmt: skip
+    assert r.returncode == 2 and "--without-tool" in r.stderr and "'grap'" in r.stderr, r.stderr
+    assert "codebase_search" in r.stderr  # the tools there are, named
 
 
 def _without_ml(*argv: str) -> subprocess.CompletedProcess:

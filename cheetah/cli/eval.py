@@ -11,6 +11,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from cheetah.cli.flags import LIMIT_FLAGS, add_flags, from_flags
 from cheetah.cli.task_common import (
     bad_session_args,
@@ -69,12 +71,17 @@ def _eval(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"cheetah eval: {e}", file=sys.stderr)
         return 2
-    config = EvalConfig(
-        samples=args.samples,
-        concurrency=args.concurrency,
-        limits=limits,
-        grader=GraderConfig(check_timeout_s=args.check_timeout),
-    )
+    try:
+        config = EvalConfig(
+            samples=args.samples,
+            concurrency=args.concurrency,
+            limits=limits,
+            grader=GraderConfig(check_timeout_s=args.check_timeout),
+            without_tools=args.without_tool or [],
+        )
+    except ValidationError as e:
+        print(f"cheetah eval: --without-tool: {e.errors()[0]['msg']}", file=sys.stderr)
+        return 2
     console = Console(stderr=True)
     progress, bar = progress_for(console, len(tasks) * args.samples, "eval")
 
@@ -136,7 +143,7 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
         "--tasks",
         type=Path,
         required=True,
-        help="task file (JSONL), or a bundled set: benchmark (55 tasks), curriculum (1,845)",
+        help="task file (JSONL), or a bundled set: benchmark (55 tasks), curriculum (2,114)",
     )
     e.add_argument(
         "--model",
@@ -152,6 +159,13 @@ def add_eval_command(subparsers) -> argparse.ArgumentParser:
     e.add_argument("--max-new-tokens", type=int, default=2048, help="tokens per assistant message")
     add_flags(e, AgentLimits, LIMIT_FLAGS)
     e.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
+    e.add_argument(
+        "--without-tool",
+        action="append",
+        metavar="NAME",
+        help="take this tool away from the agent (repeatable; an ablation, e.g. "
+        "codebase_search): the system prompt leaves it out and a call to it is an unknown tool",
+    )
     session_options(e, "fleet")
     task_filters(e)
     e.set_defaults(func=_eval)

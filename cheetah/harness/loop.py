@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Literal, Protocol, runtime_checkable
 
@@ -31,7 +31,7 @@ from cheetah.harness.protocol import parse_message, render_results, render_tool_
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.tools import default_tools
 from cheetah.tools.base import CodeSearch, Limits, Tool, ToolContext
-from cheetah.tools.batch import DEFAULT_CALL_TIMEOUT_S, run_batch
+from cheetah.tools.batch import DEFAULT_CALL_TIMEOUT_S, run_batch, unknown_tool
 
 SYSTEM_INTRO = """\
 You are a coding agent working in a software repository. Explore before you edit: read and \
@@ -86,6 +86,28 @@ class LocalTools:
 
     async def run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
         return await run_batch(calls, self.ctx, self.tools, call_timeout_s=self.call_timeout_s)
+
+
+class WithoutTools:
+    """A ``ToolRunner`` with some tools taken away (an ablation: the same agent without,
+    say, ``codebase_search``). The system prompt no longer lists them, and a call to one gets
+    the error any unknown tool gets; the other calls of the message run as usual."""
+
+    def __init__(self, runner: ToolRunner, names: Iterable[str]) -> None:
+        self.runner, self.hidden = runner, frozenset(names)
+
+    def specs(self) -> list[ToolSpec]:
+        return [s for s in self.runner.specs() if s.name not in self.hidden]
+
+    async def run_tools(self, calls: list[ToolCall]) -> list[ToolResult]:
+        shown = [c for c in calls if c.name not in self.hidden]
+        ran = {r.index: r for r in (await self.runner.run_tools(shown) if shown else [])}
+        known = [s.name for s in self.specs()]
+        return [
+            ran.get(c.index)
+            or ToolResult(c.index, c.name, f"Error: {unknown_tool(c, known)}", is_error=True)
+            for c in calls
+        ]
 
 
 def system_prompt(specs: list[ToolSpec]) -> str:

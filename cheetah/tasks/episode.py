@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cheetah.harness.loop import AgentLimits, run_agent
+from cheetah.harness.loop import AgentLimits, WithoutTools, run_agent
 from cheetah.harness.policy import Policy
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.grader import Grade, GraderConfig, attach, capture_baseline, grade
@@ -44,17 +44,18 @@ async def run_episode(
     limits: AgentLimits | None = None,
     grader: GraderConfig | None = None,
     setup_timeout_s: float = SETUP_TIMEOUT_S,
+    without_tools: frozenset[str] = frozenset(),
 ) -> Episode:
-    """Open, run, grade, close (see the module docstring)."""
+    """Open, run, grade, close (see the module docstring); ``without_tools`` are taken
+    away from the agent (``harness.loop.WithoutTools``)."""
     try:
         ws = await open_task(sessions, task, setup_timeout_s=setup_timeout_s)
     except TaskSetupError as e:
         return Episode(task, error=str(e))
     try:
         baseline = await capture_baseline(ws)
-        traj = await run_agent(
-            task.query, policy, ws.agent, limits or AgentLimits(), task_id=task.id
-        )
+        runner = WithoutTools(ws.agent, without_tools) if without_tools else ws.agent
+        traj = await run_agent(task.query, policy, runner, limits or AgentLimits(), task_id=task.id)
         g = await grade(task, ws, baseline, grader)
         attach(traj, g)
     finally:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from cheetah.harness.loop import AgentError, AgentLimits
 from cheetah.harness.policy import Policy
@@ -32,6 +32,7 @@ from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.metrics import mean_of, pass_at_k, trajectory_metrics
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import TaskSessionOpener
+from cheetah.tools import default_tools
 
 PolicyFactory = Callable[[Task], Policy]
 
@@ -44,6 +45,17 @@ class EvalConfig(BaseModel):
     limits: AgentLimits = Field(default_factory=AgentLimits, description="per sample")
     setup_timeout_s: float = Field(600.0, description="limit for a task's setup command")
     grader: GraderConfig = Field(default_factory=GraderConfig)
+    without_tools: list[str] = Field(
+        default_factory=list, description="tools taken away from the agent (an ablation)"
+    )
+
+    @field_validator("without_tools")
+    @classmethod
+    def _known_tools(cls, names: list[str]) -> list[str]:
+        known = list(default_tools())
+        if unknown := [n for n in names if n not in known]:
+            raise ValueError(f"unknown tool {unknown[0]!r}; the tools are: {', '.join(known)}")
+        return names
 
 
 class SampleResult(BaseModel):
@@ -103,6 +115,7 @@ async def run_sample(
             limits=config.limits,
             grader=config.grader,
             setup_timeout_s=config.setup_timeout_s,
+            without_tools=frozenset(config.without_tools),
         )
     except Exception as e:  # one broken sample never stops the run
         res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0

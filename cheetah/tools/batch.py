@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Iterable
 
 from cheetah.core.wire import ToolCall, ToolResult
 from cheetah.core.workspace import PathError
@@ -57,6 +58,12 @@ def _access(call: ToolCall, tool: Tool | None) -> Access:
     except Exception:  # a bad argument is reported when the call runs
         return Access(writes=frozenset({"."}))
     return Access(reads=_clean(acc.reads), writes=_clean(acc.writes))
+
+
+def unknown_tool(call: ToolCall, known: Iterable[str]) -> str:
+    """The error a call to a tool that is not on offer gets (the model reads it next turn)."""
+    names = ", ".join(known)
+    return f"call {call.index} ({call.name}): unknown tool {call.name!r}; the tools are: {names}"
 
 
 async def run_batch(
@@ -99,8 +106,7 @@ async def _run_one(
         if call.error:
             raise ToolError(call.error)
         if tool is None:
-            known = ", ".join(tools)
-            raise ToolError(f"{where}: unknown tool {call.name!r}; the tools are: {known}")
+            raise ToolError(unknown_tool(call, tools))
         if problem := check_args(call, tool):
             raise ToolError(problem)
         out = await asyncio.wait_for(tool.run(call.args, ctx), timeout=timeout_s)

@@ -5,7 +5,14 @@ import sys
 import pytest
 
 from cheetah.core.workspace import LocalWorkspace
-from cheetah.harness.loop import AgentError, AgentLimits, LocalTools, run_agent, system_prompt
+from cheetah.harness.loop import (
+    AgentError,
+    AgentLimits,
+    LocalTools,
+    WithoutTools,
+    run_agent,
+    system_prompt,
+)
 from cheetah.harness.policy import Generation, PolicyError, ScriptedPolicy
 from cheetah.harness.trajectory import Trajectory
 from tests.conftest import FIX_SCRIPT
@@ -132,6 +139,26 @@ async def test_token_ids_and_logprobs_are_recorded(ws):
         7,
     )
     assert t.messages[-1].token_ids == [5, 6]
+
+
+async def test_a_tool_taken_away_is_unlisted_and_unknown_while_the_rest_run(ws):
+    (ws.root / "a.py").write_text("x = 1\n")
+    runner = WithoutTools(LocalTools(ws), ["codebase_search"])
+    prompt = system_prompt(runner.specs())
+    assert "## codebase_search" not in prompt and "## grep" in prompt
+    policy = ScriptedPolicy(
+        [
+            '<tool name="codebase_search"><query>x</query></tool>\n'
+            '<tool name="grep"><pattern>x = 1</pattern></tool>',
+            "done",
+        ]
+    )
+    t = await run_agent("q", policy, runner)
+    hidden, grep = t.turns[0].calls
+    assert hidden.is_error and "unknown tool 'codebase_search'" in hidden.output
+    assert "the tools are: read_file" in hidden.output and "codebase_search," not in hidden.output
+    assert not grep.is_error and "a.py:1: x = 1" in grep.output
+    assert [c.index for c in t.turns[0].calls] == [1, 2]  # results keep the calls' order
 
 
 def test_system_prompt_lists_every_tool(ws):

@@ -106,3 +106,24 @@ async def test_a_failing_policy_is_an_error_sample_that_keeps_its_turns(calc_rep
     assert not s.correct and s.stop_reason == "error" and "no message left" in s.error
     saved = Trajectory.load(s.trajectory)
     assert saved.stop_reason == "error" and [c.name for c in saved.calls] == ["list_dir"]
+
+
+async def test_an_eval_without_a_tool_never_offers_it(calc_repo, tmp_path):
+    """The codebase_search ablation: same tasks, the tool left out of the prompt and refused."""
+    script = ['<tool name="codebase_search"><query>add</query></tool>', "Nothing to do."]
+    config = EvalConfig(without_tools=["codebase_search"])
+    report = await run_eval(
+        [bug_task(calc_repo)],
+        lambda task: ScriptedPolicy(list(script)),
+        local_sessions("local"),
+        config,
+        out_dir=tmp_path / "o",
+    )
+    assert report.config.without_tools == ["codebase_search"]  # saved with the report
+    traj = Trajectory.load(tmp_path / "o" / "trajectories" / "calc-add.0.json")
+    assert "## codebase_search" not in traj.messages[0].content
+    assert "## grep" in traj.messages[0].content
+    call = traj.turns[0].calls[0]
+    assert call.is_error and "unknown tool 'codebase_search'" in call.output
+    with pytest.raises(ValueError, match=r"(?s)without_tools.*unknown tool 'grap'"):
+        EvalConfig(without_tools=["grap"])
