@@ -301,11 +301,9 @@ class TrainJob:
         async def on_batch(batch: list[Group]) -> None:
             resampled = scheduler.stats.groups_resampled - state.get("resampled", 0)
             state["resampled"] = scheduler.stats.groups_resampled
-            if scheduler.dropped:
-                self.store.mark_trained(
-                    [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts], -1
-                )
-                scheduler.dropped.clear()
+            dropped = [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts]
+            self.store.mark_trained(dropped, -1)  # never to be trained (none: a no-op)
+            scheduler.dropped.clear()
             state["step"] += 1
             await self._train_step(state["step"], batch, resampled)
 
@@ -328,6 +326,10 @@ class TrainJob:
                 ),
             )
             await run_rollouts(scheduler, self.workers, on_batch, on_result=on_result)
+        if (done := state["step"]) < cfg.train.steps:  # dropped groups are not replaced
+            self.log(f"RL ended after {done} of {cfg.train.steps} steps ({scheduler.stats.lost()})")
+            if done % cfg.train.checkpoint_every:  # keep the last step's weights
+                self._save_step(done)
 
     async def _train_step(self, step: int, batch: list[Group], resampled: int = 0) -> None:
         from cheetah.rl.step_batch import build_step_batch
@@ -365,7 +367,10 @@ class TrainJob:
             bar.update(task, completed=step, stats=stats)
         self.log(f"step {step}: {stats}")
         if step % self.cfg.train.checkpoint_every == 0 or step == self.cfg.train.steps:
-            self.trainer.save_checkpoint(self.dir / "checkpoints" / f"step-{step}", {"step": step})
+            self._save_step(step)
+
+    def _save_step(self, step: int) -> None:
+        self.trainer.save_checkpoint(self.dir / "checkpoints" / f"step-{step}", {"step": step})
 
     async def sft_only(self) -> Path:
         """``cheetah sft``: the warm start alone, saved as a checkpoint."""

@@ -82,6 +82,13 @@ class SchedulerStats:
     groups_resampled: int = 0  # dropped by dynamic sampling (all rewards equal), replaced
     groups_failed: int = 0  # dropped because their task could not run
 
+    def lost(self) -> str:
+        """Why a run can end short of its steps: dropped groups whose budget is not replaced."""
+        return (
+            f"the rollout budget ran out: {self.groups_dropped_stale} groups dropped as stale, "
+            f"{self.groups_failed} whose task failed, {self.groups_resampled} resampled"
+        )
+
 
 class RolloutScheduler:
     def __init__(

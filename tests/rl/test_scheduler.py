@@ -41,6 +41,8 @@ def test_stale_groups_are_dropped_and_counted():
         s.finish(Finished(spec, 1.0, [2, 3]))  # group t1 began at version 2
     [group] = s.take_batch(version=3)
     assert group.task_id == "t1" and s.stats.groups_dropped_stale == 1
+    # their budget is not replaced: a run that ends short says why (rl/job.py logs this)
+    assert "1 groups dropped as stale, 0 whose task failed" in s.stats.lost()
 
 
 def test_barrier_mode_waits_for_the_whole_batch_and_the_trainer():
