@@ -140,13 +140,14 @@ class Trainer:
         }
 
     def _run(
-        self, samples: list[Sample], objective: str, proximal: list[torch.Tensor] | None = None
+        self, samples: list[Sample], objective: str, proximal: dict[int, torch.Tensor] | None = None
     ) -> StepMetrics:
-        """One optimizer update. For RL, ``proximal`` holds each micro-batch's logprobs from
-        before the batch's first update: empty, this update fills it (the ratio is 1); filled,
-        a later update on the same batch takes its ratio against them (and the clip acts)."""
+        """One optimizer update. For RL, ``proximal`` holds each micro-batch's logprobs (by
+        its index) from before the batch's first update: empty, this update fills it (the ratio
+        is 1); filled, a later update on the same batch takes its ratio against them (and the
+        clip acts)."""
         t0 = time.perf_counter()
-        proximal = [] if proximal is None else proximal
+        proximal = {} if proximal is None else proximal
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         world = sharding.world_size()
@@ -189,15 +190,13 @@ class Trainer:
                 continue
             share = lp.numel() / total  # token-level mean over the whole batch
             if objective == "rl":
-                if index == len(proximal):
-                    proximal.append(lp.detach())
                 out = policy_loss(
                     lp,
                     f["behaviour"],
                     f["advantage"],
                     mask,
                     self.cfg.loss,
-                    proximal_logprobs=proximal[index],
+                    proximal_logprobs=proximal.setdefault(index, lp.detach()),
                 )
                 loss = out.loss
                 agg["clip_fraction"] += out.clip_fraction * share
@@ -243,7 +242,7 @@ class Trainer:
     def rl_step(self, samples: list[Sample]) -> StepMetrics:
         """``updates_per_batch`` optimizer updates on ``samples``; the last one's metrics
         (its clip fraction is the share of tokens the clip held), the time of all."""
-        proximal: list[torch.Tensor] = []
+        proximal: dict[int, torch.Tensor] = {}
         spent = 0.0
         for _ in range(self.cfg.updates_per_batch):
             metrics = self._run(samples, "rl", proximal)

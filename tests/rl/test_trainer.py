@@ -12,7 +12,7 @@ from cheetah.inference.local import LocalEngine
 from cheetah.inference.protocol import SamplingParams
 from cheetah.model.loading import build_tiny, default_tokenizer
 from cheetah.rl.batching import micro_batches
-from cheetah.rl.data import SampleError, sample_from_trajectory
+from cheetah.rl.data import Sample, SampleError, sample_from_trajectory
 from cheetah.rl.trainer import TrainConfig, Trainer
 
 
@@ -371,9 +371,14 @@ async def test_several_updates_per_batch_make_the_clip_act(tokenizer, ws):
         ]
     finally:
         engine.close()
+    # First in its own micro-batch (the longest runs first), a sample with nothing to train:
+    # the micro-batches after it still find their own first-update logprobs.
+    n = len(samples[0].input_ids) + 8
+    idle = Sample(samples[0].input_ids + [0] * 8, [0] * n, [0.0] * n)
+    samples = [idle, *samples]
     clips = {}
     for updates in (1, 4):
-        cfg = TrainConfig(lr=5e-2, updates_per_batch=updates)
+        cfg = TrainConfig(lr=5e-2, updates_per_batch=updates, micro_batch_tokens=1)
         trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, cfg)
         clips[updates] = trainer.rl_step(samples).clip_fraction
         assert trainer.step_count == 1  # one RL step, however many updates it takes
