@@ -1,4 +1,5 @@
-"""``cheetah tasks validate|generate|curriculum``: parsing and printing; the work lives in
+"""``cheetah tasks validate|generate|curriculum`` (and ``fetch|import|export`` from
+``cli/task_io.py``): parsing and printing; the work lives in
 ``cheetah.tasks``. ``tasks generate`` uses local temp copies (UNSANDBOXED, trusted repos
 only); ``tasks validate`` uses local copies unless told otherwise.
 """
@@ -20,6 +21,7 @@ from cheetah.cli.task_common import (
     task_filters,
     with_sessions,
 )
+from cheetah.cli.task_io import add_io_verbs
 from cheetah.progress import Pace
 
 
@@ -74,15 +76,21 @@ def _generate(args: argparse.Namespace) -> int:
         src=args.src or [],
         heldout_fraction=args.heldout_fraction,
         id_prefix=args.id_prefix,
+        env=str(args.env.resolve()) if args.env else None,
     )
+    if bad_session_args(args, "tasks generate"):
+        return 2
     progress, bar = progress_for(console, 1, "mutants")
 
     def tick(total: int, done: int, kept: int) -> None:
         progress.update(bar, total=total, completed=done, last=f"{kept} kept")
 
+    def job(sessions):
+        return generate_tasks(args.repo, config, on_progress=tick, sessions=sessions)
+
     try:
         with progress:
-            result = asyncio.run(generate_tasks(args.repo, config, on_progress=tick))
+            result = asyncio.run(_in_sessions(args, job))
     except GenerateError as e:
         print(f"cheetah tasks generate: {e}", file=sys.stderr)
         return 2
@@ -97,9 +105,25 @@ def _generate(args: argparse.Namespace) -> int:
     return 0 if result.tasks else 1
 
 
+async def _in_sessions(args: argparse.Namespace, job):
+    """``job(sessions)`` in the sandbox ``args`` asks for; ``--sandbox local`` (trusted repos
+    only) gives ``None``: the generator then runs tests in copies on this host."""
+    if args.sandbox == "local" and not args.env_url:
+        return await job(None)
+    return await with_sessions(args, job)
+
+
+GENERATE_SANDBOX_HELP = (
+    "The repo's tests run in sandbox sessions (isolated here, or env servers through a "
+    "fleet); --sandbox local runs them UNSANDBOXED in copies on this host, for repos you trust."
+)
+
+
 def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     """``cheetah tasks validate FILE`` and ``cheetah tasks generate --repo PATH --out FILE``."""
-    tasks = subparsers.add_parser("tasks", help="validate and generate tasks")
+    tasks = subparsers.add_parser(
+        "tasks", help="validate, generate, fetch real code for, import and export tasks"
+    )
     sub = tasks.add_subparsers(dest="tasks_verb", metavar="ACTION", required=True)
 
     v = sub.add_parser(
@@ -125,7 +149,7 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         "comparison/arithmetic operators, off-by-one constants and slices, dropped if-branches, "
         "swapped call arguments, wrong constants), run the repo's tests on each mutant and keep "
         "those that make tests fail. Queries are written from the failing tests' output, "
-        "never naming the mutation. " + SESSIONS_HELP,
+        "never naming the mutation. " + GENERATE_SANDBOX_HELP,
     )
     g.add_argument("--repo", type=Path, required=True, help="repository with Python code and tests")
     g.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
@@ -142,6 +166,8 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--concurrency", type=int, default=2, help="test runs at once")
     g.add_argument("--heldout-fraction", type=float, default=0.2, help="share put in heldout")
     g.add_argument("--id-prefix", help="task id prefix (default: the repo folder name)")
+    g.add_argument("--env", type=Path, help="the repo's Python environment (tasks fetch builds it)")
+    session_options(g, "isolated")
     g.set_defaults(func=_generate)
 
     c = sub.add_parser(
@@ -151,7 +177,7 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         "three tasks: 'named' (file and function named; inverted operators only), 'file' "
         "(file named) and 'behaviour' (failing tests only). Held-out tasks are chosen by "
         "function (no held-out function is trained on); --heldout-repo repos are held out "
-        "whole. UNSANDBOXED: the repos' tests run on this machine (trusted repos only).",
+        "whole. " + GENERATE_SANDBOX_HELP,
     )
     c.add_argument("--repos", type=Path, nargs="+", required=True, help="repositories")
     c.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
@@ -162,7 +188,14 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--max-mutants", type=int, default=400, help="mutants to try per repo")
     c.add_argument("--seed", type=int, default=0, help="seed for sampling mutants")
     c.add_argument("--concurrency", type=int, default=2, help="test runs at once")
+    c.add_argument(
+        "--envs",
+        type=Path,
+        help="folder of per-repo Python environments (ENVS/<repo name>; tasks fetch builds them)",
+    )
+    session_options(c, "isolated")
     c.set_defaults(func=_curriculum)
+    add_io_verbs(sub)
     return tasks
 
 
@@ -172,6 +205,8 @@ def _curriculum(args: argparse.Namespace) -> int:
     from cheetah.tasks.generate import GenerateConfig, GenerateError
     from cheetah.tasks.loaders import dump_tasks
 
+    if bad_session_args(args, "tasks curriculum"):
+        return 2
     missing = [str(r) for r in args.repos if not r.is_dir()]
     if missing:
         print(f"cheetah tasks curriculum: no repository at {', '.join(missing)}", file=sys.stderr)
@@ -194,17 +229,20 @@ def _curriculum(args: argparse.Namespace) -> int:
         if pace.due(final=done == total):  # a line every ~10 s, in logs too
             print(f"{repo}: {done}/{total} mutants tried, {kept} kept", flush=True)
 
-    try:
-        tasks, stats = asyncio.run(
-            build_curriculum(
-                args.repos,
-                args.out.parent,
-                heldout_repos=set(args.heldout_repo),
-                heldout_fraction=args.heldout_fraction,
-                config=config,
-                on_progress=tick,
-            )
+    def job(sessions):
+        return build_curriculum(
+            args.repos,
+            args.out.parent,
+            heldout_repos=set(args.heldout_repo),
+            heldout_fraction=args.heldout_fraction,
+            config=config,
+            on_progress=tick,
+            sessions=sessions,
+            envs=args.envs.resolve() if args.envs else None,
         )
+
+    try:
+        tasks, stats = asyncio.run(_in_sessions(args, job))
     except GenerateError as e:
         print(f"cheetah tasks curriculum: {e}", file=sys.stderr)
         return 2
@@ -213,6 +251,10 @@ def _curriculum(args: argparse.Namespace) -> int:
         of = [t for t in tasks if t.tier == tier]
         held = sum(t.split == "heldout" for t in of)
         print(f"tier {tier}: {len(of)} tasks ({len(of) - held} train, {held} held-out)")
+    for repo, s in stats.items():
+        print(f"{repo}: {s['tried']} mutants tried, {s['killed'] - s['duplicates']} kept, "
+              f"{s['survived']} survived, {s['timeouts']} timed out, {s['broken']} broke "
+              f"the suite, {s['duplicates']} duplicates")  # fmt: skip
     print(f"{len(tasks)} tasks written to {args.out}; generator stats: {json.dumps(stats)}")
     return 0 if tasks else 1
 

@@ -6,7 +6,9 @@ rollouts in flight (least loaded), so a straggler holds one slot, never a batch.
 G rollouts of one task form a group; a group is complete when all G have finished.
 ``take_batch`` hands the trainer ``groups_per_step`` complete groups as soon as they
 exist, after dropping (and counting) groups whose oldest turn is more than
-``max_staleness`` policy versions behind. Rollouts in flight are never cancelled by
+``max_staleness`` policy versions behind; a stale group's rollouts give back their share
+of ``max_rollouts``, so a run still reaches its steps (new groups start at the current
+version, so they cannot go stale before the next update: the loop ends). Rollouts in flight are never cancelled by
 a weight update: they continue and record the version of every turn.
 
 A group with a rollout whose task could not run (``Finished.error``: a snapshot or
@@ -83,10 +85,11 @@ class SchedulerStats:
     groups_failed: int = 0  # dropped because their task could not run
 
     def lost(self) -> str:
-        """Why a run can end short of its steps: dropped groups whose budget is not replaced."""
+        """Why a run can end short of its steps: groups dropped beyond what is replaced."""
         return (
-            f"the rollout budget ran out: {self.groups_dropped_stale} groups dropped as stale, "
-            f"{self.groups_failed} whose task failed, {self.groups_resampled} resampled"
+            f"the rollout budget ran out: {self.groups_failed} groups whose task failed are "
+            f"not replaced ({self.groups_dropped_stale} dropped as stale and "
+            f"{self.groups_resampled} resampled were)"
         )
 
 
@@ -242,6 +245,7 @@ class RolloutScheduler:
             if version - g.oldest_version > self.max_staleness:
                 self.stats.groups_dropped_stale += 1
                 self.dropped.append(g)
+                self._next_rollout -= self.group_size  # trained on nothing: budget back
             else:
                 fresh.append(g)
         self.ready = fresh

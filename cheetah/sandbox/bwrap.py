@@ -6,7 +6,8 @@ and no nested ones: ``--disable-userns``), with every capability dropped, the se
 read from an inherited descriptor, ``/usr`` and the top-level library dirs read-only, a few
 files of the host's ``/etc`` (and the sandbox's own ``passwd``, ``group``, ``hosts``), a fresh
 ``/proc``, ``/dev`` and a size-capped ``/tmp``, the interpreter's runtime read-only, the
-session's merged overlay at ``/workspace``, and a cleared environment. ``isolated.py`` wraps it
+session's merged overlay at ``/workspace``, the session's Python environment (if it has one)
+read-only at ``/env`` with its ``bin`` first on ``PATH``, and a cleared environment. ``isolated.py`` wraps it
 in the launcher (cgroups, stop epoch, ``prlimit``, ``setpriv``) and owns the sessions.
 Left out: any network access (the command gets a network namespace of its own).
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WORKSPACE = "/workspace"
+ENV_DIR = "/env"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class BwrapMounts:
     runtime: list[tuple[Path, Path]]
     workspace: Path
     tmp_bytes: int
+    env: Path | None = None  # a Python environment, bound read-only at ENV_DIR
 
 
 def bwrap_argv(m: BwrapMounts, command: str, cwd_inside: str) -> list[str]:
@@ -88,6 +91,10 @@ def bwrap_argv(m: BwrapMounts, command: str, cwd_inside: str) -> list[str]:
     # The interpreter after /tmp, which would otherwise hide one that lives under /tmp.
     for source, inside in m.runtime:
         bwrap += ["--ro-bind", str(source), str(inside)]
+    path = f"{venv_bin}:/usr/local/bin:/usr/bin:/bin"
+    if m.env is not None:
+        bwrap += ["--ro-bind", str(m.env), ENV_DIR]
+        path = f"{ENV_DIR}/bin:{path}"
     bwrap += [
         "--bind",
         str(m.workspace),
@@ -97,7 +104,7 @@ def bwrap_argv(m: BwrapMounts, command: str, cwd_inside: str) -> list[str]:
         "--clearenv",
         "--setenv",
         "PATH",
-        f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        path,
         "--setenv",
         "HOME",
         "/tmp",

@@ -80,10 +80,15 @@ class EnvClient:
         return Stats.model_validate((await self._request("GET", "/stats")).json())
 
     async def create_session(
-        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+        self,
+        snapshot: str,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: str | None = None,
     ) -> SessionInfo:
-        body = CreateSessionRequest(snapshot=snapshot, session_id=session_id, refresh=refresh)
-        body = body.model_dump()
+        body = CreateSessionRequest(
+            snapshot=snapshot, session_id=session_id, refresh=refresh, env=env
+        ).model_dump(exclude_none=True)
         return SessionInfo.model_validate((await self._request("POST", "/sessions", body)).json())
 
     async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]:

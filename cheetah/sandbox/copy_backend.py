@@ -3,12 +3,14 @@
 For trusted local use only (your own code, tests of this package). It exists so that
 the session operations (create, diff, reset, fork, close) work where bubblewrap
 does not, and it must be chosen explicitly: ``LocalEnv(backend="local")``. Commands see
-this interpreter first on ``PATH``, as in the isolated sandbox (``interpreter_env``).
+this interpreter first on ``PATH``, as in the isolated sandbox (``interpreter_env``), or the
+session's Python environment (its ``bin``, where the store keeps it) when it has one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import uuid
 import weakref
@@ -39,14 +41,22 @@ class CopyBackend:
         return DESCRIPTION
 
     async def create(
-        self, spec: SnapshotSpec, session_id: str | None = None, refresh: bool = False
+        self,
+        spec: SnapshotSpec,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: SnapshotSpec | None = None,
     ) -> CopySession:
-        lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
-        session = CopySession(self, lower, session_id or uuid.uuid4().hex[:12])
+        env_dir = await asyncio.to_thread(self.snapshots.acquire, env) if env else None
+        held = [*([env_dir] if env_dir else [])]
         try:
+            lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
+            held.append(lower)
+            session = CopySession(self, lower, session_id or uuid.uuid4().hex[:12], env_dir)
             await asyncio.to_thread(copy_tree, lower, session.dir)
         except BaseException:
-            self.snapshots.release(lower)
+            for path in held:
+                self.snapshots.release(path)
             raise
         return session
 
@@ -55,10 +65,16 @@ class CopyBackend:
 
 
 class CopySession:
-    def __init__(self, backend: CopyBackend, lower: Path, session_id: str) -> None:
+    def __init__(
+        self, backend: CopyBackend, lower: Path, session_id: str, env_dir: Path | None = None
+    ) -> None:
         self.backend, self.lower, self.id = backend, lower, session_id
+        self.env_dir = env_dir  # a Python environment: its bin first on PATH
         self.dir = backend.sessions_dir / session_id
         self.closed = False
+
+    def _held(self) -> list[Path]:
+        return [self.lower, *([self.env_dir] if self.env_dir else [])]
 
     @property
     def root(self) -> Path:
@@ -67,7 +83,10 @@ class CopySession:
     async def exec(
         self, command: str, *, timeout_s: float, cwd: str = ".", output_limit: int = 16_000
     ) -> ExecResult:
-        return await LocalWorkspace(self.dir, interpreter_env()).exec(
+        env = interpreter_env()
+        if self.env_dir:
+            env["PATH"] = f"{self.env_dir / 'bin'}{os.pathsep}{env['PATH']}"
+        return await LocalWorkspace(self.dir, env).exec(
             command, timeout_s=timeout_s, cwd=cwd, output_limit=output_limit
         )
 
@@ -79,12 +98,14 @@ class CopySession:
         copy_tree(self.lower, self.dir)
 
     def fork(self, new_id: str | None = None) -> CopySession:
-        child = CopySession(self.backend, self.lower, new_id or uuid.uuid4().hex[:12])
-        self.backend.snapshots.retain(self.lower)
+        child = CopySession(self.backend, self.lower, new_id or uuid.uuid4().hex[:12], self.env_dir)
+        for path in self._held():
+            self.backend.snapshots.retain(path)
         try:
             copy_tree(self.dir, child.dir)
         except BaseException:
-            self.backend.snapshots.release(self.lower)
+            for path in self._held():
+                self.backend.snapshots.release(path)
             raise
         return child
 
@@ -101,4 +122,5 @@ class CopySession:
             return
         self.closed = True
         remove_tree(self.dir)
-        self.backend.snapshots.release(self.lower)
+        for path in self._held():
+            self.backend.snapshots.release(path)

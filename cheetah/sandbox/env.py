@@ -124,10 +124,16 @@ class LocalEnv:
             raise EnvError(f"at capacity ({self.capacity} sessions)", 429, retry_after=1.0)
 
     async def create_session(
-        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+        self,
+        snapshot: str,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: str | None = None,
     ) -> SessionInfo:
         """A new session; a client-given ``session_id`` must be an opaque token (400 if not,
-        see ``reclaim.check_session_id``) and new on this server and its base dir (409)."""
+        see ``reclaim.check_session_id``) and new on this server and its base dir (409).
+        ``env`` names a Python environment as a snapshot is named (same rules and roots);
+        commands run with it read-only at ``/env``, its ``bin`` first on ``PATH``."""
         try:
             if session_id is not None:
                 check_session_id(session_id)
@@ -138,12 +144,14 @@ class LocalEnv:
             raise EnvError(f"session {session_id!r} already exists", 409)
         try:
             spec = SnapshotSpec.parse(snapshot)
+            env_spec = SnapshotSpec.parse(env) if env else None
         except (SnapshotError, ValueError) as e:
             raise EnvError(str(e), 400) from None
         spec = self._check_root(spec)
+        env_spec = self._check_root(env_spec) if env_spec else None
         self._pending += 1
         try:
-            bs = await self.backend.create(spec, session_id, refresh)
+            bs = await self.backend.create(spec, session_id, refresh, env=env_spec)
         except SnapshotError as e:
             raise EnvError(str(e), 400) from None
         except SessionIdTaken as e:  # another server on the same base dir has it

@@ -82,6 +82,7 @@ class _ReplayableSession:
     server: _Server
     remote_id: str
     log: list[LogEntry] = field(default_factory=list)
+    env: str | None = None  # the session's Python environment (an upload, as the snapshot)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     failovers: int = 0
 
@@ -162,7 +163,11 @@ class EnvFleet:
         self._uploaded.add((server.url, sha))
 
     async def _place(
-        self, snapshot: str, avoid: set[str] | None = None, refresh: bool = False
+        self,
+        snapshot: str,
+        avoid: set[str] | None = None,
+        refresh: bool = False,
+        env: str | None = None,
     ) -> tuple[_Server, SessionInfo]:
         """Create a session on the least-loaded server; wait while all are full."""
         deadline = time.monotonic() + self.max_wait_s
@@ -173,17 +178,20 @@ class EnvFleet:
             while (server := self._pick(full)) is not None:
                 try:
                     await self._ensure_snapshot(server, snapshot)
-                    info = await server.client.create_session(snapshot, refresh=refresh)
+                    if env:
+                        await self._ensure_snapshot(server, env)
+                    info = await server.client.create_session(snapshot, refresh=refresh, env=env)
                     server.sessions += 1
                     return server, info
                 except ServerDown:
                     server.healthy = False
                 except EnvError as e:
-                    key = (server.url, snapshot.partition(":")[2])
-                    if e.status == 404 and key in self._uploaded and key not in reuploaded:
-                        # the server lost the upload (a fresh disk behind the same URL): again
-                        self._uploaded.discard(key)
-                        reuploaded.add(key)
+                    keys = {(server.url, s.partition(":")[2]) for s in (snapshot, env) if s}
+                    lost = (keys & self._uploaded) - reuploaded
+                    if e.status == 404 and lost:
+                        # the server lost an upload (a fresh disk behind the same URL): again
+                        self._uploaded.difference_update(lost)
+                        reuploaded.update(lost)
                         continue
                     if e.status != 429:
                         raise
@@ -201,11 +209,15 @@ class EnvFleet:
 
     # -- Environment protocol ---------------------------------------------------------
     async def create_session(
-        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+        self,
+        snapshot: str,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: str | None = None,
     ) -> SessionInfo:
-        server, info = await self._place(snapshot, refresh=refresh)
+        server, info = await self._place(snapshot, refresh=refresh, env=env)
         sid = session_id or f"fleet-{next(self._ids)}-{info.session_id}"
-        self.sessions[sid] = _ReplayableSession(sid, snapshot, server, info.session_id)
+        self.sessions[sid] = _ReplayableSession(sid, snapshot, server, info.session_id, env=env)
         return SessionInfo(session_id=sid, snapshot=snapshot, isolation=info.isolation)
 
     def _get(self, sid: str) -> _ReplayableSession:
@@ -217,7 +229,7 @@ class EnvFleet:
         """Re-create ``s`` on another server and replay its log."""
         s.server.healthy = False
         s.server.sessions = max(0, s.server.sessions - 1)
-        server, info = await self._place(s.snapshot, avoid={s.server.url})
+        server, info = await self._place(s.snapshot, avoid={s.server.url}, env=s.env)
         s.server, s.remote_id = server, info.session_id
         for entry in s.log:
             await _replay(server.client, s.remote_id, entry)
@@ -267,7 +279,7 @@ class EnvFleet:
         sid = f"fleet-{next(self._ids)}-{info.session_id}"
         s.server.sessions += 1
         self.sessions[sid] = _ReplayableSession(
-            sid, s.snapshot, s.server, info.session_id, log=list(s.log)
+            sid, s.snapshot, s.server, info.session_id, log=list(s.log), env=s.env
         )
         return SessionInfo(session_id=sid, snapshot=s.snapshot, isolation=info.isolation)
 

@@ -178,18 +178,31 @@ class Sandbox:
         return self.caps.describe() + extra
 
     async def create(
-        self, spec: SnapshotSpec, session_id: str | None = None, refresh: bool = False
+        self,
+        spec: SnapshotSpec,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: SnapshotSpec | None = None,
     ) -> IsolatedSession:
         """A new session; ``InvalidSessionId`` for an id that is not an opaque token,
-        ``SessionIdTaken`` when the base dir already has a session of that id."""
+        ``SessionIdTaken`` when the base dir already has a session of that id. ``env``: a
+        Python environment, kept in the snapshot store, bound read-only at ``/env``."""
         if session_id is not None:
             check_session_id(session_id)  # before anything touches the disk
-        lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
+        env_dir = await asyncio.to_thread(self.snapshots.acquire, env) if env else None
         try:
-            session = IsolatedSession(self, lower, session_id or uuid.uuid4().hex[:12])
+            lower = await asyncio.to_thread(self.snapshots.acquire, spec, refresh)
+        except BaseException:
+            if env_dir:
+                self.snapshots.release(env_dir)
+            raise
+        try:
+            session = IsolatedSession(self, lower, session_id or uuid.uuid4().hex[:12], env_dir)
             await asyncio.to_thread(session.setup)
         except BaseException:
             self.snapshots.release(lower)
+            if env_dir:
+                self.snapshots.release(env_dir)
             raise
         session.holds_lower = True
         return session
@@ -198,8 +211,11 @@ class Sandbox:
 class IsolatedSession:
     """One sandboxed workspace. Implements the ``Workspace`` protocol."""
 
-    def __init__(self, sandbox: Sandbox, lower: Path, session_id: str) -> None:
+    def __init__(
+        self, sandbox: Sandbox, lower: Path, session_id: str, env_dir: Path | None = None
+    ) -> None:
         self.sandbox, self.lower, self.id = sandbox, lower, check_session_id(session_id)
+        self.env_dir = env_dir  # held in the snapshot store with ``lower`` (``holds_lower``)
         self.dir = sandbox.sessions_dir / session_id
         self.layer = self.dir / "layer"
         self.merged = self.dir / "merged"
@@ -320,12 +336,17 @@ class IsolatedSession:
 
     def fork(self, new_id: str | None = None) -> IsolatedSession:
         """A new session starting from this one's current files."""
-        child = IsolatedSession(self.sandbox, self.lower, new_id or uuid.uuid4().hex[:12])
-        self.sandbox.snapshots.retain(self.lower)
+        child = IsolatedSession(
+            self.sandbox, self.lower, new_id or uuid.uuid4().hex[:12], self.env_dir
+        )
+        held = [self.lower, *([self.env_dir] if self.env_dir else [])]
+        for path in held:
+            self.sandbox.snapshots.retain(path)
         try:
             child.setup(copy_from=self)
         except BaseException:
-            self.sandbox.snapshots.release(self.lower)
+            for path in held:
+                self.sandbox.snapshots.release(path)
             raise
         child.holds_lower = True
         return child
@@ -342,6 +363,8 @@ class IsolatedSession:
         if self.holds_lower:
             self.holds_lower = False
             self.sandbox.snapshots.release(self.lower)
+            if self.env_dir:
+                self.sandbox.snapshots.release(self.env_dir)
 
     # -- diff ------------------------------------------------------------------
     def changed_paths(self, truncated: list[str] | None = None) -> list[str]:
@@ -387,6 +410,7 @@ class IsolatedSession:
                 etc=sb.etc,
                 runtime=sb.runtime,
                 workspace=self.merged,
+                env=self.env_dir,
                 tmp_bytes=cfg.tmp_mb * 1024 * 1024,
             ),
             command,

@@ -27,6 +27,12 @@ class CreateSessionRequest(BaseModel):
     )
     session_id: str | None = None
     refresh: bool = Field(False, description="re-read a directory snapshot even if cached")
+    env: str | None = Field(
+        None,
+        description="a Python environment the commands run with, named as a snapshot is "
+        "(upload:SHA256 of a tarball of a venv made with --copies): read-only at /env, "
+        "its bin first on PATH",
+    )
 
 
 class SessionInfo(BaseModel):
@@ -188,7 +194,11 @@ class EnvError(RuntimeError):
 @runtime_checkable
 class Environment(Protocol):
     async def create_session(
-        self, snapshot: str, session_id: str | None = None, refresh: bool = False
+        self,
+        snapshot: str,
+        session_id: str | None = None,
+        refresh: bool = False,
+        env: str | None = None,
     ) -> SessionInfo: ...
 
     async def run_tools(self, session_id: str, calls: list[ToolCall]) -> list[ToolResult]: ...

@@ -119,7 +119,7 @@ def create_app(
 
     @app.post("/sessions", dependencies=guarded, status_code=201)
     async def create(req: CreateSessionRequest) -> SessionInfo:
-        return await env.create_session(req.snapshot, req.session_id, req.refresh)
+        return await env.create_session(req.snapshot, req.session_id, req.refresh, req.env)
 
     @app.post("/sessions/{sid}/tools", dependencies=guarded)
     async def run_tools(sid: str, req: RunToolsRequest) -> RunToolsResponse:

@@ -5,7 +5,8 @@ tarball a session starts from (``upload:SHA``). The env server's side, for sourc
 not trust, is ``sandbox/materialize.py`` (bounded copies as the source's owner, ``git
 archive`` through the hostile-tarball extraction); the two share only that extraction.
 
-A directory is copied (caches and bytecode left out), a tarball extracted (a single
+A directory is copied (caches and bytecode left out), so is a fetched package's repo
+(``tasks/fetched.py``), a tarball extracted (a single
 top-level folder is taken as the root, as source tarballs usually have one), a git
 repo cloned and checked out at ``commit``. Then ``subdir`` is taken and the
 snapshot's own ``patch`` applied. Every failure is a ``SnapshotError`` (the sandbox's:
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from cheetah.core.workspace import JUNK_PARTS
 from cheetah.sandbox.snapshot import SnapshotError, extract_tarball
+from cheetah.tasks.fetched import fetched_repo
 from cheetah.tasks.patch import PatchError, apply_patch
 from cheetah.tasks.schema import Snapshot
 
@@ -59,6 +61,9 @@ def _fill(snap: Snapshot, dest: Path) -> None:
         src = Path(snap.dir)
         if not src.is_dir():
             raise SnapshotError(f"snapshot directory {snap.dir} does not exist")
+        shutil.copytree(src, dest, ignore=_ignore, symlinks=True, dirs_exist_ok=True)
+    elif snap.package:
+        src = fetched_repo(snap.package)
         shutil.copytree(src, dest, ignore=_ignore, symlinks=True, dirs_exist_ok=True)
     elif snap.tar:
         if not Path(snap.tar).is_file():

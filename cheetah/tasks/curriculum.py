@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ from pathlib import Path
 from cheetah.tasks.generate import GenerateConfig, generate_tasks
 from cheetah.tasks.patch import FilePatch, parse_patch, patch_files
 from cheetah.tasks.schema import Task
+from cheetah.tasks.session import TaskSessionOpener
 
 TIERS = ("line", "locate", "named", "file", "behaviour")
 INVERTED = frozenset({"compare", "arith", "boolop"})  # one operator replaced by its opposite
@@ -151,6 +153,15 @@ def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]
     return f"{repo_name}:{path}:{func or '?'}", out  # '?': module-level code, one unit
 
 
+def _fetched_as(repo: Path) -> str | None:
+    """``name==version`` when ``repo`` is one ``tasks fetch`` laid out (its ``fetched.json``)."""
+    try:
+        records = json.loads((repo.parent / "fetched.json").read_text())
+        return next(f"{r['name']}=={r['version']}" for r in records if r["name"] == repo.name)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+
+
 async def build_curriculum(
     repos: list[Path],
     out_dir: Path,
@@ -159,8 +170,13 @@ async def build_curriculum(
     heldout_fraction: float = 0.2,
     config: GenerateConfig | None = None,
     on_progress: Callable[[str, int, int, int], None] | None = None,
+    sessions: TaskSessionOpener | None = None,
+    envs: Path | None = None,
 ) -> tuple[list[Task], dict[str, dict[str, int]]]:
-    """Tasks for every repo (see the module docstring) and the generator's stats per repo."""
+    """Tasks for every repo (see the module docstring) and the generator's stats per repo.
+    Test runs go to ``sessions`` (None: unsandboxed copies, trusted repos only); a repo with
+    an environment under ``envs`` (``envs/<repo name>``, as ``tasks fetch`` builds them) runs
+    its tests with it, and its tasks name it."""
     config = config or GenerateConfig()
     tasks: list[Task] = []
     stats: dict[str, dict[str, int]] = {}
@@ -172,10 +188,14 @@ async def build_curriculum(
             if on_progress:
                 on_progress(name, total, done, kept)
 
-        cfg = config.model_copy(update={"id_prefix": name, "heldout_fraction": 0.0})
-        result = await generate_tasks(repo, cfg, on_progress=tick)
+        env = envs / name if envs is not None and (envs / name).is_dir() else None
+        cfg = config.model_copy(
+            update={"id_prefix": name, "heldout_fraction": 0.0, "env": str(env) if env else None}
+        )
+        result = await generate_tasks(repo, cfg, on_progress=tick, sessions=sessions)
         stats[name] = result.stats
         rel = os.path.relpath(repo, out_dir.resolve())
+        package = _fetched_as(repo)
         for base in result.tasks:
             key, tiers = tiered(base, repo, name)
             for t in tiers:
@@ -183,6 +203,12 @@ async def build_curriculum(
                 t.split = "heldout" if held else "train"
                 if name in heldout_repos:
                     t.tags = sorted({*t.tags, "heldout-repo"})
-                t.snapshot = t.snapshot.model_copy(update={"dir": rel})
+                if package:  # fetched real code: named, not copied (tasks/fetched.py)
+                    t.snapshot = t.snapshot.model_copy(update={"dir": None, "package": package})
+                    t.env = None  # the package's own, found where tasks fetch built it
+                else:
+                    t.snapshot = t.snapshot.model_copy(update={"dir": rel})
+                    if env is not None:  # relative to the task file, as the snapshot is
+                        t.env = os.path.relpath(env, out_dir.resolve())
                 tasks.append(t)
     return tasks, stats

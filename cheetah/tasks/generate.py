@@ -5,7 +5,9 @@
 2. Candidate mutants come from ``mutate.mutants_of`` over the source files (tests,
    ``conftest.py``, ``setup.py``, docs and examples are never mutated); up to
    ``max_mutants`` are sampled with a seed, interleaved over operators and files.
-3. Each mutant runs the tests in a workspace (copies of the repo, one per worker).
+3. Each mutant runs the tests in a workspace, one per worker: a task session (sandboxed:
+   the isolated backend, or env servers through a fleet; with the repo's Python
+   environment when it has one), or, for repos the caller trusts, a copy on this host.
    Kept: mutants that make at least one baseline-passing test fail. Dropped: mutants
    no test notices ("survived"), that time out (a hang makes a poor task), or after
    which no test passes at all ("broke the suite", e.g. an import error).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import random
 import re
 import shutil
@@ -37,11 +40,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from cheetah.core.workspace import LocalWorkspace, interpreter_env, is_junk
+from cheetah.core.workspace import ExecResult, LocalWorkspace, interpreter_env, is_junk
 from cheetah.tasks.grader import parse_pytest_outcomes
 from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
+from cheetah.tasks.session import TaskSession, TaskSessionOpener
 
 _NOT_SOURCE = re.compile(
     r"(^|/)(tests?|testing|docs?|examples?|benchmarks?|build|dist|\.[^/]+|venv|site-packages)/"
@@ -74,6 +78,9 @@ class GenerateConfig(BaseModel):
     operators: list[str] = Field(default_factory=lambda: list(OPERATORS))
     heldout_fraction: float = Field(0.2, ge=0.0, le=1.0)
     id_prefix: str | None = None
+    env: str | None = Field(
+        None, description="the repo's Python environment (tasks/envs.py); stored in each task"
+    )
 
 
 @dataclass
@@ -192,7 +199,62 @@ def make_task(
         tier="generated",
         split="heldout" if bucket < config.heldout_fraction else "train",
         test_command=None if config.test_command == DEFAULT_TEST_COMMAND else config.test_command,
+        env=config.env,
     )
+
+
+class _Copy:
+    """A trusted worker: a copy of the repo on this host, tests run unsandboxed."""
+
+    def __init__(self, ws: LocalWorkspace) -> None:
+        self.ws = ws
+
+    async def write(self, rel: str, text: str) -> None:
+        (self.ws.root / rel).write_text(text, encoding="utf-8")
+
+    async def exec(self, command: str, timeout_s: float) -> ExecResult:
+        return await self.ws.exec(command, timeout_s=timeout_s, output_limit=2_000_000)
+
+    async def close(self) -> None:
+        pass
+
+
+class _Sandboxed:
+    """A worker that is a task session (isolated sandbox, or env servers through a fleet)."""
+
+    def __init__(self, sessions: TaskSessionOpener, session: TaskSession) -> None:
+        self.sessions, self.session = sessions, session
+
+    async def write(self, rel: str, text: str) -> None:
+        await self.session.write_files({rel: text.encode("utf-8")})
+
+    async def exec(self, command: str, timeout_s: float) -> ExecResult:
+        return await self.session.exec(command, timeout_s=timeout_s, output_limit=2_000_000)
+
+    async def close(self) -> None:
+        await self.sessions.close(self.session)
+
+
+async def _workers(
+    repo: Path, config: GenerateConfig, sessions: TaskSessionOpener | None, tmp: str
+) -> list[_Copy | _Sandboxed]:
+    if sessions is None:
+        workers: list[_Copy | _Sandboxed] = []
+        for i in range(config.concurrency):
+            dest = Path(tmp) / f"w{i}"
+            shutil.copytree(
+                repo, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".git")
+            )
+            env = interpreter_env()
+            if config.env:
+                env["PATH"] = f"{Path(config.env) / 'bin'}{os.pathsep}{env['PATH']}"
+            workers.append(_Copy(LocalWorkspace(dest, env)))
+        return workers
+    # The repo as it is: every session forks from one snapshot of it.
+    task = Task(id="baseline", query="-", snapshot=Snapshot(dir=str(repo)),
+                pass_to_pass=[Check(command="true")], env=config.env)  # fmt: skip
+    opened = await asyncio.gather(*(sessions.create(task) for _ in range(config.concurrency)))
+    return [_Sandboxed(sessions, s) for s in opened]
 
 
 async def generate_tasks(
@@ -200,8 +262,11 @@ async def generate_tasks(
     config: GenerateConfig | None = None,
     *,
     on_progress: Callable[[int, int, int], None] | None = None,
+    sessions: TaskSessionOpener | None = None,
 ) -> GenerateResult:
-    """Mutate ``repo``'s code and return the tasks its tests catch (see the module docstring)."""
+    """Mutate ``repo``'s code and return the tasks its tests catch (see the module docstring).
+    Test runs go to task sessions of ``sessions`` (sandboxed); with None, to copies of the
+    repo on this host, unsandboxed (trusted repos only)."""
     config = config or GenerateConfig()
     repo = Path(repo).resolve()
     if not repo.is_dir():
@@ -214,66 +279,68 @@ async def generate_tasks(
         ("candidates", "tried", "killed", "survived", "timeouts", "broken", "duplicates"), 0
     )
     with tempfile.TemporaryDirectory(prefix="cheetah-gen-") as tmp:
-        workers = []
-        for i in range(config.concurrency):
-            dest = Path(tmp) / f"w{i}"
-            shutil.copytree(
-                repo, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".git")
-            )
-            workers.append(LocalWorkspace(dest, interpreter_env()))
-        base = await workers[0].exec(
-            config.test_command, timeout_s=config.timeout_s, output_limit=2_000_000
-        )
-        outcomes = parse_pytest_outcomes(base.output)
-        passing = {t for t, o in outcomes.items() if o == "PASSED" and "::" in t}
-        if base.timed_out or not passing:
-            tail = base.output.strip()[-1500:]
-            why = "timed out" if base.timed_out else "no test passed (is the -rA summary printed?)"
-            raise GenerateError(f"baseline test run: {why}\n{tail}")
-        # A hanging mutant should cost a few baseline runs, not the full limit.
-        run_timeout = min(config.timeout_s, 5 * base.wall_s + 10)
-        mutants, stats["candidates"] = sample_mutants(repo, files, config)
-        queue: asyncio.Queue[Mutant] = asyncio.Queue()
-        for m in mutants:
-            queue.put_nowait(m)
-        kept: list[Task] = []
-        seen_text: set[tuple[str, str]] = set()
-        seen_effect: set[tuple[str, int, frozenset[str]]] = set()
+        workers = await _workers(repo, config, sessions, tmp)
+        try:
+            return await _generate(repo, config, files, prefix, stats, workers, on_progress)
+        finally:
+            await asyncio.gather(*(w.close() for w in workers))
 
-        async def work(ws: LocalWorkspace) -> None:
-            while not queue.empty() and len(kept) < config.max_tasks:
-                m = queue.get_nowait()
-                target = ws.root / m.path
-                target.write_text(m.mutated, encoding="utf-8")
-                try:
-                    res = await ws.exec(
-                        config.test_command, timeout_s=run_timeout, output_limit=2_000_000
-                    )
-                finally:
-                    target.write_text(m.original, encoding="utf-8")
-                stats["tried"] += 1
-                got = parse_pytest_outcomes(res.output)
-                failing = sorted(t for t in passing if got.get(t) != "PASSED")
-                if res.timed_out:
-                    stats["timeouts"] += 1
-                elif not any(o == "PASSED" for o in got.values()):
-                    stats["broken"] += 1
-                elif not failing:
-                    stats["survived"] += 1
-                else:
-                    stats["killed"] += 1
-                    effect = (m.path, m.line, frozenset(failing))
-                    if (m.path, m.mutated) in seen_text or effect in seen_effect:
-                        stats["duplicates"] += 1
-                    elif len(kept) < config.max_tasks:
-                        seen_text.add((m.path, m.mutated))
-                        seen_effect.add(effect)
-                        kept.append(
-                            make_task(repo, config, prefix, m, failing, passing, res.output)
-                        )
-                if on_progress:
-                    on_progress(len(mutants), stats["tried"], len(kept))
 
-        await asyncio.gather(*(work(w) for w in workers))
+async def _generate(
+    repo: Path,
+    config: GenerateConfig,
+    files: list[str],
+    prefix: str,
+    stats: dict[str, int],
+    workers: list[_Copy | _Sandboxed],
+    on_progress: Callable[[int, int, int], None] | None,
+) -> GenerateResult:
+    base = await workers[0].exec(config.test_command, config.timeout_s)
+    outcomes = parse_pytest_outcomes(base.output)
+    passing = {t for t, o in outcomes.items() if o == "PASSED" and "::" in t}
+    if base.timed_out or not passing:
+        tail = base.output.strip()[-1500:]
+        why = "timed out" if base.timed_out else "no test passed (is the -rA summary printed?)"
+        raise GenerateError(f"baseline test run: {why}\n{tail}")
+    # A hanging mutant should cost a few baseline runs, not the full limit.
+    run_timeout = min(config.timeout_s, 5 * base.wall_s + 10)
+    mutants, stats["candidates"] = sample_mutants(repo, files, config)
+    queue: asyncio.Queue[Mutant] = asyncio.Queue()
+    for m in mutants:
+        queue.put_nowait(m)
+    kept: list[Task] = []
+    seen_text: set[tuple[str, str]] = set()
+    seen_effect: set[tuple[str, int, frozenset[str]]] = set()
+
+    async def work(ws: _Copy | _Sandboxed) -> None:
+        while not queue.empty() and len(kept) < config.max_tasks:
+            m = queue.get_nowait()
+            await ws.write(m.path, m.mutated)
+            try:
+                res = await ws.exec(config.test_command, run_timeout)
+            finally:
+                await ws.write(m.path, m.original)
+            stats["tried"] += 1
+            got = parse_pytest_outcomes(res.output)
+            failing = sorted(t for t in passing if got.get(t) != "PASSED")
+            if res.timed_out:
+                stats["timeouts"] += 1
+            elif not any(o == "PASSED" for o in got.values()):
+                stats["broken"] += 1
+            elif not failing:
+                stats["survived"] += 1
+            else:
+                stats["killed"] += 1
+                effect = (m.path, m.line, frozenset(failing))
+                if (m.path, m.mutated) in seen_text or effect in seen_effect:
+                    stats["duplicates"] += 1
+                elif len(kept) < config.max_tasks:
+                    seen_text.add((m.path, m.mutated))
+                    seen_effect.add(effect)
+                    kept.append(make_task(repo, config, prefix, m, failing, passing, res.output))
+            if on_progress:
+                on_progress(len(mutants), stats["tried"], len(kept))
+
+    await asyncio.gather(*(work(w) for w in workers))
     kept.sort(key=lambda t: t.id)
     return GenerateResult(tasks=kept, stats=stats)

@@ -143,10 +143,14 @@ def _section(output: str, test_id: str) -> str:
     return ""
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def parse_pytest_outcomes(output: str) -> dict[str, str]:
-    """Node id -> PASSED/FAILED/ERROR/... from pytest's ``-rA`` summary."""
+    """Node id -> PASSED/FAILED/ERROR/... from pytest's ``-rA`` summary (colours, which a
+    repo's own ``addopts = --color=yes`` turns on, are stripped first)."""
     out: dict[str, str] = {}
-    for line in output.splitlines():
+    for line in _ANSI.sub("", output).splitlines():
         m = _SUMMARY.match(line.strip())
         if m:
             out[m[2]] = m[1]

@@ -2,7 +2,7 @@
 
 Every problem names the file, the line and the field (``tasks.jsonl:7: snapshot.dir:
 Field required``); all bad lines are reported at once, not just the first.
-Relative snapshot paths are resolved against the task file's directory.
+Relative snapshot and ``env`` paths are resolved against the task file's directory.
 
 A SWE-bench record (it has ``instance_id``) maps to a task: ``problem_statement`` is
 the query, ``patch`` the reference patch, ``test_patch`` is applied only at grading,
@@ -65,7 +65,7 @@ def from_swebench(rec: dict[str, Any]) -> dict[str, Any]:
             "git": f"https://github.com/{rec['repo']}",
             "commit": rec.get("base_commit"),
         }
-    for key in ("setup", "split", "tier", "scope", "hidden_files"):
+    for key in ("setup", "split", "tier", "scope", "hidden_files", "test_command"):
         if key in rec:
             out[key] = rec[key]
     return out
@@ -111,6 +111,9 @@ def parse_tasks(lines: Iterable[str], source: str, base: Path) -> list[Task]:
             continue
         seen[task.id] = n
         task.snapshot = task.snapshot.resolved(base)
+        if task.env:
+            env = Path(task.env).expanduser()
+            task.env = str(env if env.is_absolute() else (base / env).resolve())
         task.source, task.line = source, n
         tasks.append(task)
     if problems:

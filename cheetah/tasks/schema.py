@@ -26,7 +26,9 @@ Kind = Literal["bugfix", "feature", "refactor", "tests", "generated", "other"]
 
 
 class Snapshot(BaseModel):
-    """Where the starting repo comes from: exactly one of ``dir``, ``tar`` or ``git``.
+    """Where the starting repo comes from: exactly one of ``dir``, ``tar``, ``git`` or
+    ``package`` (``name==version``: a repo ``cheetah tasks fetch`` laid out, found where it
+    puts them, so task files name real code without copying it).
 
     Relative paths are resolved against the task file's directory by the loader.
     ``patch`` (a unified diff) is applied on top, e.g. to inject the bug of a bug-fix
@@ -38,15 +40,20 @@ class Snapshot(BaseModel):
     dir: str | None = Field(None, description="a directory copied as the repo")
     tar: str | None = Field(None, description="a tarball (.tar, .tar.gz, ...) of the repo")
     git: str | None = Field(None, description="a git repository (path or URL) to clone")
+    package: str | None = Field(
+        None,
+        description="name==version of a repo `cheetah tasks fetch` laid out",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9._+!-]*$",
+    )
     commit: str | None = Field(None, description="the commit to check out (with git)")
     subdir: str | None = Field(None, description="use only this folder of the source as the root")
     patch: str | None = Field(None, description="unified diff applied after copying")
 
     @model_validator(mode="after")
     def _one_source(self) -> Snapshot:
-        given = [k for k in ("dir", "tar", "git") if getattr(self, k)]
+        given = [k for k in ("dir", "tar", "git", "package") if getattr(self, k)]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of dir, tar, git (got {given or 'none'})")
+            raise ValueError(f"give exactly one of dir, tar, git, package (got {given or 'none'})")
         if self.commit and not self.git:
             raise ValueError("commit is only meaningful with git")
         return self
@@ -109,6 +116,11 @@ class Task(BaseModel):
     query: str = Field(min_length=1)
     snapshot: Snapshot
     setup: str | None = Field(None, description="command run in the workspace before the agent")
+    env: str | None = Field(
+        None,
+        description="a Python environment (a venv made with --copies, e.g. by `cheetah tasks "
+        "fetch`) the task's commands run with, read-only; relative to the task file",
+    )
     fail_to_pass: list[Check] = Field(default_factory=list)
     pass_to_pass: list[Check] = Field(default_factory=list)
     test_command: str | None = Field(

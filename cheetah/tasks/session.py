@@ -14,7 +14,8 @@ way, through ``TaskSessionOpener(env)``:
 The task's snapshot (directory, tarball or git commit, plus its patch) is materialized
 here once per distinct snapshot, packed into a deterministic tarball and registered with
 the environment (``add_snapshot``), which keeps it read-only and forks every session
-from it. Only the snapshot goes in: hidden files, the test patch and the reference
+from it. A task's ``env`` (a per-repo Python environment, ``tasks/envs.py``) is registered
+the same way and named in the session's create, so its commands run with it. Only the snapshot goes in: hidden files, the test patch and the reference
 patch stay in the ``Task`` until the grader writes them (``TaskSession.write_files``).
 
 A ``TaskSession`` is what task code needs of a session: the agent's tool runner
@@ -27,16 +28,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from pathlib import Path
 from typing import Any, Literal
 
 from cheetah.core.workspace import ExecResult, PathError
 from cheetah.sandbox.env import LocalEnv, SessionTools
 from cheetah.sandbox.protocol import EnvError, ExecRequest, WriteFilesRequest
-from cheetah.tasks.checkout import pack_snapshot
+from cheetah.tasks.checkout import pack_snapshot, pack_tree
+from cheetah.tasks.fetched import fetched_env
 from cheetah.tasks.schema import Task
 from cheetah.tools.base import CodeSearch
 
 SETUP_TIMEOUT_S = 600.0
+
+
+def pack_env(path: Path) -> bytes:
+    """The task's Python environment (a venv made with ``--copies``) as a snapshot tarball."""
+    if not (path / "pyvenv.cfg").is_file() or not (path / "bin" / "python").exists():
+        raise TaskSetupError(f"env {path} is not a Python environment (no pyvenv.cfg, bin/python)")
+    return pack_tree(path)
 
 
 class TaskSetupError(RuntimeError):
@@ -90,9 +100,28 @@ class TaskSessionOpener:
                 self._snapshots[key] = await asyncio.to_thread(self.env.add_snapshot, tarball)
             return self._snapshots[key]
 
+    async def _env(self, task: Task) -> str | None:
+        """The task's env, or the one ``tasks fetch`` built for its package, registered."""
+        env = task.env
+        if env is None and task.snapshot.package:
+            found = fetched_env(task.snapshot.package)
+            env = str(found) if found else None
+        if env is None:
+            return None
+        key = f"env:{env}"
+        async with self._lock:
+            if key not in self._snapshots:
+                tarball = await asyncio.to_thread(pack_env, Path(env))
+                self._snapshots[key] = await asyncio.to_thread(self.env.add_snapshot, tarball)
+            return self._snapshots[key]
+
     async def create(self, task: Task) -> TaskSession:
         snapshot = await self._snapshot(task)
-        info = await self.env.create_session(snapshot)
+        env = await self._env(task)
+        if env is None:  # environments that predate ``env`` keep working
+            info = await self.env.create_session(snapshot)
+        else:
+            info = await self.env.create_session(snapshot, env=env)
         return TaskSession(self.env, info.session_id)
 
     async def close(self, session: TaskSession) -> None:

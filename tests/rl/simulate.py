@@ -79,8 +79,9 @@ def simulate(cfg: SimConfig, barrier: bool) -> SimResult:
     t_wall = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)
     n = cfg.rollouts
+    # Draws for twice the budget: a stale group's rollouts are run again under new ids.
     turns = np.clip(
-        np.rint(rng.lognormal(math.log(cfg.turns_median), cfg.sigma, n)), 1, cfg.max_turns
+        np.rint(rng.lognormal(math.log(cfg.turns_median), cfg.sigma, 2 * n)), 1, cfg.max_turns
     ).astype(int)
     tool_draws = rng.lognormal(math.log(cfg.tool_median_s), cfg.sigma, int(turns.sum()))
     tool_offsets = np.concatenate([[0], np.cumsum(turns)])

@@ -3,6 +3,7 @@ import pytest
 from cheetah.tasks.generate import GenerateConfig, GenerateError, generate_tasks, source_files
 from cheetah.tasks.session import local_sessions
 from cheetah.tasks.validate import validate_tasks
+from tests.sandbox.conftest import needs_isolation
 
 LIB = """\
 def mean(xs):
@@ -92,3 +93,18 @@ async def test_generate_errors_clearly(tmp_path, stats_repo):
     (stats_repo / "tests" / "test_core.py").write_text("def test_x():\n    assert False\n")
     with pytest.raises(GenerateError, match="no test passed"):
         await generate_tasks(stats_repo, GenerateConfig(max_mutants=2))
+
+
+@needs_isolation
+async def test_sandboxed_generation_keeps_what_the_trusted_path_keeps(stats_repo):
+    config = GenerateConfig(max_mutants=8, max_tasks=8, seed=2, concurrency=2)
+    trusted = await generate_tasks(stats_repo, config)
+    opener = local_sessions("isolated")
+    sandboxed = await generate_tasks(stats_repo, config, sessions=opener)
+    assert sandboxed.stats["tried"] == trusted.stats["tried"] and sandboxed.tasks
+    if not trusted.stats["timeouts"] and not sandboxed.stats["timeouts"]:  # a busy machine's
+        assert sandboxed.stats == trusted.stats  # timeouts aside, the same mutants are kept
+        assert [t.id for t in sandboxed.tasks] == [t.id for t in trusted.tasks]
+    assert not opener.env.sessions  # every worker session is closed
+    valid = await validate_tasks(sandboxed.tasks[:2], opener)
+    assert all(v.ok for v in valid), [v.problems for v in valid]

@@ -114,6 +114,8 @@ def test_parse_pytest_outcomes():
         "tests/a.py::test_y[1 2]": "FAILED",
         "tests/b.py::test_z": "ERROR",
     }
+    coloured = "\x1b[32mPASSED\x1b[0m tests/a.py::\x1b[1mtest_x\x1b[0m\n"  # --color=yes
+    assert parse_pytest_outcomes(coloured) == {"tests/a.py::test_x": "PASSED"}
     assert HIDDEN  # the hidden test text is what the grader writes
 
 

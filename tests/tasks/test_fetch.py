@@ -1,0 +1,208 @@
+"""``tasks.fetch``: pinned source archives from an index (a local one here), laid out as repos."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from cheetah import bundled
+from cheetah.tasks.fetch import (
+    FetchError,
+    PinnedPackage,
+    fetch_packages,
+    load_package_list,
+)
+
+PKG_INFO = "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\nRequires-Dist: six\n"
+
+
+def sdist(files: dict[str, str], top: str = "tinypkg-1.0") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+SRC_LAYOUT = {
+    "PKG-INFO": PKG_INFO,
+    "LICENSE": "MIT License\n",
+    "pyproject.toml": "[project]\nname = 'tinypkg'\n",
+    "src/tinypkg/__init__.py": "def double(x):\n    return 2 * x\n",
+    "src/tinypkg.egg-info/PKG-INFO": PKG_INFO,
+    "tests/test_double.py": "from tinypkg import double\n\n\ndef test_double():\n"
+    "    assert double(2) == 4\n",
+}
+
+
+class Index:
+    """A simple-API index on 127.0.0.1 serving ``files`` (name -> bytes) for one project,
+    as PEP 691 JSON (``listed`` overrides the sha256 it lists)."""
+
+    def __init__(self, files: dict[str, bytes], listed: dict[str, str] | None = None) -> None:
+        self.files, self.listed, self.hits = files, listed or {}, []
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the http.server hook
+                index.hits.append(self.path)
+                if self.path == "/simple/tinypkg/":
+                    body = json.dumps(
+                        {
+                            "files": [
+                                {
+                                    "filename": n,
+                                    "url": f"../../files/{n}",
+                                    "hashes": {
+                                        "sha256": index.listed.get(n, hashlib.sha256(d).hexdigest())
+                                    },
+                                }
+                                for n, d in index.files.items()
+                            ]
+                        }
+                    ).encode()
+                    kind = "application/vnd.pypi.simple.v1+json"
+                elif self.path.startswith("/files/") and self.path[7:] in index.files:
+                    body, kind = index.files[self.path[7:]], "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def pin(data: bytes, **over) -> PinnedPackage:
+    fields = {
+        "name": "tinypkg",
+        "version": "1.0",
+        "filename": "tinypkg-1.0.tar.gz",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "license": "MIT",
+    }
+    return PinnedPackage(**(fields | over))
+
+
+@pytest.fixture
+def archive() -> bytes:
+    return sdist(SRC_LAYOUT)
+
+
+def test_a_src_layout_is_flattened_and_its_license_recorded(tmp_path: Path, archive: bytes):
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    try:
+        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
+                                       index.url)  # fmt: skip
+    finally:
+        index.close()
+    assert failed == {} and len(repos) == 1
+    root = tmp_path / "repos" / "tinypkg"
+    assert (root / "tinypkg" / "__init__.py").is_file() and not (root / "src").exists()
+    assert not list(root.glob("*.egg-info")) and (root / "tests" / "test_double.py").is_file()
+    [entry] = json.loads((tmp_path / "repos" / "fetched.json").read_text())
+    assert entry["license"] == "MIT" and entry["license_files"] == ["LICENSE"]
+    assert entry["src_flattened"] is True and entry["sha256"] == hashlib.sha256(archive).hexdigest()
+
+
+def test_a_file_whose_hash_differs_from_the_pin_is_refused(tmp_path: Path, archive: bytes):
+    other = sdist({**SRC_LAYOUT, "src/tinypkg/__init__.py": "import os\nos.system('boom')\n"})
+    index = Index({"tinypkg-1.0.tar.gz": other})  # the index serves (and lists) other bytes
+    try:
+        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
+                                       index.url)  # fmt: skip
+        assert "does not match" in failed["tinypkg"] or "lists sha256" in failed["tinypkg"]
+        # listed honestly but served differently: caught after the download, file deleted
+        index.listed["tinypkg-1.0.tar.gz"] = hashlib.sha256(archive).hexdigest()
+        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
+                                       index.url)  # fmt: skip
+    finally:
+        index.close()
+    assert repos == [] and "does not match the pinned" in failed["tinypkg"]
+    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+    assert not (tmp_path / "repos" / "tinypkg").exists()
+
+
+def test_offline_is_a_clear_error_and_a_cached_archive_needs_no_network(
+    tmp_path: Path, archive: bytes
+):
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    url = index.url
+    fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache", url)
+    index.close()  # nothing answers at that address now
+    repos, failed = fetch_packages([pin(archive)], tmp_path / "again", tmp_path / "cache", url)
+    assert failed == {} and len(repos) == 1  # from the cache
+    repos, failed = fetch_packages([pin(archive)], tmp_path / "r3", tmp_path / "empty", url)
+    assert repos == [] and "cannot reach the package index" in failed["tinypkg"]
+    assert "offline" in failed["tinypkg"]
+
+
+def test_package_lists_are_checked(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[package]]\nname = "x"\nversion = "1"\nfilename = "x.zip"\nsha256 = "00"\n')
+    with pytest.raises(FetchError) as e:
+        load_package_list(bad)
+    assert "package.0.filename" in str(e.value) and "package.0.sha256" in str(e.value)
+    assert "license" in str(e.value)
+
+
+PIP_AND_VENDORED = {
+    "pip", "cachecontrol", "certifi", "dependency-groups", "distlib", "distro", "idna",
+    "msgpack", "packaging", "platformdirs", "pygments", "pyproject-hooks", "requests",
+    "resolvelib", "rich", "setuptools", "tomli", "tomli-w", "truststore", "urllib3",
+}  # fmt: skip
+
+
+def test_the_bundled_list_is_permissive_pure_python_and_leaves_out_pip():
+    packages = load_package_list(bundled.DATA / "packages.toml")
+    assert len(packages) >= 30
+    names = {p.repo_name for p in packages}
+    assert len(names) == len(packages) and not names & PIP_AND_VENDORED
+    permissive = re.compile(r"MIT|BSD|Apache|PSF|ISC|Python Software Foundation")
+    assert all(permissive.search(p.license) and "GPL" not in p.license for p in packages)
+
+
+def test_tasks_name_a_fetched_repo_by_package_and_version(
+    tmp_path: Path, archive: bytes, monkeypatch
+):
+    from cheetah.sandbox.snapshot import SnapshotError
+    from cheetah.tasks.checkout import materialize
+    from cheetah.tasks.schema import Snapshot
+
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    try:
+        fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache", index.url)
+    finally:
+        index.close()
+    monkeypatch.setenv("CHEETAH_REPOS_DIR", str(tmp_path / "repos"))
+    patch = "--- a/tinypkg/__init__.py\n+++ b/tinypkg/__init__.py\n@@ -1,2 +1,2 @@\n"
+    patch += " def double(x):\n-    return 2 * x\n+    return 3 * x\n"
+    repo = materialize(Snapshot(package="tinypkg==1.0", patch=patch), tmp_path / "task")
+    assert "3 * x" in (repo / "tinypkg" / "__init__.py").read_text()
+    with pytest.raises(SnapshotError, match="1.0 is fetched, not 2.0"):
+        materialize(Snapshot(package="tinypkg==2.0"), tmp_path / "t2")
+    with pytest.raises(SnapshotError, match="not fetched: run `cheetah tasks fetch --only other`"):
+        materialize(Snapshot(package="other==1.0"), tmp_path / "t3")
