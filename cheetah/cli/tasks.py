@@ -229,6 +229,8 @@ def _curriculum(args: argparse.Namespace) -> int:
         if pace.due(final=done == total):  # a line every ~10 s, in logs too
             print(f"{repo}: {done}/{total} mutants tried, {kept} kept", flush=True)
 
+    skipped: dict[str, str] = {}
+
     def job(sessions):
         return build_curriculum(
             args.repos,
@@ -239,6 +241,7 @@ def _curriculum(args: argparse.Namespace) -> int:
             on_progress=tick,
             sessions=sessions,
             envs=args.envs.resolve() if args.envs else None,
+            skipped=skipped,
         )
 
     try:
@@ -251,6 +254,9 @@ def _curriculum(args: argparse.Namespace) -> int:
         of = [t for t in tasks if t.tier == tier]
         held = sum(t.split == "heldout" for t in of)
         print(f"tier {tier}: {len(of)} tasks ({len(of) - held} train, {held} held-out)")
+    for repo, why in skipped.items():
+        first = why.strip().splitlines()[0] if why.strip() else "?"
+        print(f"{repo}: SKIPPED, {first}", file=sys.stderr)
     for repo, s in stats.items():
         print(f"{repo}: {s['tried']} mutants tried, {s['killed'] - s['duplicates']} kept, "
               f"{s['survived']} survived, {s['timeouts']} timed out, {s['broken']} broke "

@@ -36,7 +36,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from cheetah.tasks.generate import GenerateConfig, generate_tasks
+from cheetah.tasks.generate import GenerateConfig, GenerateError, generate_tasks
 from cheetah.tasks.patch import FilePatch, parse_patch, patch_files
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import TaskSessionOpener
@@ -172,11 +172,14 @@ async def build_curriculum(
     on_progress: Callable[[str, int, int, int], None] | None = None,
     sessions: TaskSessionOpener | None = None,
     envs: Path | None = None,
+    skipped: dict[str, str] | None = None,
 ) -> tuple[list[Task], dict[str, dict[str, int]]]:
     """Tasks for every repo (see the module docstring) and the generator's stats per repo.
     Test runs go to ``sessions`` (None: unsandboxed copies, trusted repos only); a repo with
     an environment under ``envs`` (``envs/<repo name>``, as ``tasks fetch`` builds them) runs
-    its tests with it, and its tasks name it."""
+    its tests with it, and its tasks name it. A repo the generator cannot use (no passing
+    test at baseline, no source) is left out and named, with why, in ``skipped``."""
+    skipped = {} if skipped is None else skipped
     config = config or GenerateConfig()
     tasks: list[Task] = []
     stats: dict[str, dict[str, int]] = {}
@@ -192,7 +195,11 @@ async def build_curriculum(
         cfg = config.model_copy(
             update={"id_prefix": name, "heldout_fraction": 0.0, "env": str(env) if env else None}
         )
-        result = await generate_tasks(repo, cfg, on_progress=tick, sessions=sessions)
+        try:
+            result = await generate_tasks(repo, cfg, on_progress=tick, sessions=sessions)
+        except GenerateError as e:  # e.g. its baseline suite does not pass here: skipped
+            skipped[name] = str(e)
+            continue
         stats[name] = result.stats
         rel = os.path.relpath(repo, out_dir.resolve())
         package = _fetched_as(repo)

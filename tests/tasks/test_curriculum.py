@@ -1,5 +1,6 @@
 """The curriculum: tiers from generated mutants, held out by function and by whole repo."""
 
+import json
 import shutil
 
 from cheetah.tasks.curriculum import build_curriculum, enclosing_function
@@ -79,3 +80,19 @@ def test_the_shipped_curriculum_keeps_its_splits():
     assert all(len(s) == 1 for s in split_of.values())  # no held-out function is trained on
     held = sum(s == {"heldout"} for s in split_of.values())
     assert 0 < held < len(split_of)
+
+
+async def test_unusable_repos_are_skipped_and_fetched_ones_named_by_package(tmp_path):
+    good, broken = tmp_path / "good", tmp_path / "broken"
+    for repo in (good, broken):
+        shutil.copytree(SAMPLE_REPO, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    for test in (broken / "tests").glob("test_*.py"):
+        test.write_text("def test_fails():\n    assert False\n")
+    (tmp_path / "fetched.json").write_text(json.dumps([{"name": "good", "version": "1.2"}]))
+    skipped: dict[str, str] = {}
+    cfg = GenerateConfig(max_mutants=6, max_tasks=6, seed=1)
+    tasks, stats = await build_curriculum(
+        [good, broken], tmp_path, heldout_repos=set(), config=cfg, skipped=skipped
+    )
+    assert list(stats) == ["good"] and "no test passed" in skipped["broken"]
+    assert tasks and all(t.snapshot.package == "good==1.2" and not t.snapshot.dir for t in tasks)
