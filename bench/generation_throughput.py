@@ -91,8 +91,9 @@ async def main() -> None:
         print(f"overall {mode}: {kept} tasks kept, {cpu:.0f} CPU s, {wall:.0f} wall s, "
               f"{kept / cpu * 3600:.0f} tasks per CPU-hour")  # fmt: skip
     if ratios:
-        print(f"sandboxed/trusted CPU s per kept task: median {statistics.median(ratios):.2f}x "
-              f"over {len(ratios)} repos (min {min(ratios):.2f}, max {max(ratios):.2f})")  # fmt: skip
+        lo, mid, hi = min(ratios), statistics.median(ratios), max(ratios)
+        print(f"sandboxed/trusted CPU s per kept task: median {mid:.2f}x over "
+              f"{len(ratios)} repos (min {lo:.2f}, max {hi:.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ G rollouts of one task form a group; a group is complete when all G have finishe
 exist, after dropping (and counting) groups whose oldest turn is more than
 ``max_staleness`` policy versions behind; a stale group's rollouts give back their share
 of ``max_rollouts``, so a run still reaches its steps (new groups start at the current
-version, so they cannot go stale before the next update: the loop ends). Rollouts in flight are never cancelled by
-a weight update: they continue and record the version of every turn.
+version, so they cannot go stale before the next update: the loop ends). Rollouts in
+flight are never cancelled by a weight update: they continue and record the version of
+every turn.
 
 A group with a rollout whose task could not run (``Finished.error``: a snapshot or
 setup failure, or an episode the engine or env broke) is dropped and counted

@@ -7,8 +7,9 @@ read from an inherited descriptor, ``/usr`` and the top-level library dirs read-
 files of the host's ``/etc`` (and the sandbox's own ``passwd``, ``group``, ``hosts``), a fresh
 ``/proc``, ``/dev`` and a size-capped ``/tmp``, the interpreter's runtime read-only, the
 session's merged overlay at ``/workspace``, the session's Python environment (if it has one)
-read-only at ``/env`` with its ``bin`` first on ``PATH``, and a cleared environment. ``isolated.py`` wraps it
-in the launcher (cgroups, stop epoch, ``prlimit``, ``setpriv``) and owns the sessions.
+read-only at ``/env`` with its ``bin`` first on ``PATH``, and a cleared environment.
+``isolated.py`` wraps it in the launcher (cgroups, stop epoch, ``prlimit``, ``setpriv``) and
+owns the sessions.
 Left out: any network access (the command gets a network namespace of its own).
 """
 

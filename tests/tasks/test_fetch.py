@@ -202,7 +202,7 @@ def test_tasks_name_a_fetched_repo_by_package_and_version(
     patch += " def double(x):\n-    return 2 * x\n+    return 3 * x\n"
     repo = materialize(Snapshot(package="tinypkg==1.0", patch=patch), tmp_path / "task")
     assert "3 * x" in (repo / "tinypkg" / "__init__.py").read_text()
-    with pytest.raises(SnapshotError, match="1.0 is fetched, not 2.0"):
+    with pytest.raises(SnapshotError, match=r"1\.0 is fetched, not 2\.0"):
         materialize(Snapshot(package="tinypkg==2.0"), tmp_path / "t2")
     with pytest.raises(SnapshotError, match="not fetched: run `cheetah tasks fetch --only other`"):
         materialize(Snapshot(package="other==1.0"), tmp_path / "t3")
