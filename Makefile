@@ -57,6 +57,7 @@ test: lint
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,ml,trl]'  # the adapters' extras: their tests are slow ones
 	$(BIN)/python -m pytest -q -m slow; rc=$$?; [ $$rc = 5 ] && exit 0 || exit $$rc
 
 bench: $(STAMP)

@@ -24,7 +24,7 @@ LAYERS = [
     {"harness"},
     {"tasks"},
     {"search"},
-    {"rl"},
+    {"rl", "integrations"},
     {"dashboard"},
     {"cli", "cheetah"},
 ]
