@@ -66,6 +66,7 @@ class CheetahRollouts:
         unknown = sorted(set(prompts) - set(self.tasks))
         if unknown:
             raise KeyError(f"prompts that are no task id: {unknown[:5]}")
+
         async def episodes() -> list[tuple[list, list, list, float]]:
             return await asyncio.gather(*(self._episode(trainer, p) for p in prompts))
 
