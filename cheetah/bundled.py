@@ -37,8 +37,10 @@ def _resolve(value: str | Path, folder: Path, suffix: str) -> Path:
 
 
 def task_file(value: str | Path) -> Path:
-    """A task file path, or the bundled task set ``value`` names (``benchmark``, ``curriculum``)."""
-    return _resolve(value, TASK_SETS, ".jsonl")
+    """A task file path, or the bundled task set ``value`` names (``benchmark``, ``curriculum``,
+    ``real``: a set may ship xz-compressed, ``NAME.jsonl.xz``)."""
+    path = _resolve(value, TASK_SETS, ".jsonl")
+    return path if path.is_file() else _resolve(value, TASK_SETS, ".jsonl.xz")
 
 
 def config_file(value: str | Path) -> Path:
@@ -46,6 +48,7 @@ def config_file(value: str | Path) -> Path:
     return _resolve(value, CONFIGS, ".toml")
 
 
-def missing(path: Path, what: str, folder: Path, suffix: str) -> str:
+def missing(path: Path, what: str, folder: Path, *suffixes: str) -> str:
     """The error for a ``what`` file that does not exist, listing the bundled names."""
-    return f"{path}: no such {what} (bundled: {', '.join(names(folder, suffix))})"
+    found = sorted({n for s in suffixes for n in names(folder, s)})
+    return f"{path}: no such {what} (bundled: {', '.join(found)})"

@@ -46,7 +46,7 @@ def test_unknown_names_list_the_bundled_ones(tmp_path, monkeypatch):
     ):
         load_config(Path("quickstrat"))
     with pytest.raises(
-        TaskFileError, match=r"no such task file \(bundled: benchmark, curriculum\)"
+        TaskFileError, match=r"no such task file \(bundled: benchmark, curriculum, real\)"
     ):
         load_tasks("benchmarks")
     r = subprocess.run(

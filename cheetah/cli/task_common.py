@@ -10,11 +10,6 @@ from pathlib import Path
 
 from cheetah.progress import Pace
 
-SESSIONS_HELP = (
-    "Workspaces are temp copies of each task's snapshot and commands run unsandboxed with "
-    "your rights: use trusted task files and models only."
-)
-
 
 class LineProgress:
     """``rich.progress.Progress``'s few methods used here, as plain lines: one every ~10 s

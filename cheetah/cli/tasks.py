@@ -1,7 +1,6 @@
 """``cheetah tasks validate|generate|curriculum`` (and ``fetch|import|export`` from
-``cli/task_io.py``): parsing and printing; the work lives in
-``cheetah.tasks``. ``tasks generate`` uses local temp copies (UNSANDBOXED, trusted repos
-only); ``tasks validate`` uses local copies unless told otherwise.
+``cli/task_io.py``): parsing and printing; the work lives in ``cheetah.tasks``. All three run
+the repos' tests in sandbox sessions unless told ``--sandbox local`` (trusted repos only).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import sys
 from pathlib import Path
 
 from cheetah.cli.task_common import (
-    SESSIONS_HELP,
     bad_session_args,
     load_task_file,
     progress_for,
@@ -132,13 +130,13 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         description="For each task in FILE (JSONL, cheetah or SWE-bench records): its "
         "fail-to-pass checks must fail and pass-to-pass checks pass on the snapshot, and all "
         "must pass with the reference patch applied. Exit status 1 if any task is invalid. "
-        + SESSIONS_HELP.rstrip(".")
-        + " (the default; --sandbox isolated or fleet for untrusted ones).",
+        "Checks run in isolated sessions (the default) or on env servers (fleet); --sandbox "
+        "local runs them UNSANDBOXED in copies on this host, for task files you trust.",
     )
     v.add_argument("file", type=Path, help="task file (JSONL), or a bundled set's name")
     v.add_argument("--concurrency", type=int, default=2, help="tasks validated at once")
     v.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
-    session_options(v, "local")
+    session_options(v, "isolated")
     task_filters(v)
     v.set_defaults(func=_validate)
 

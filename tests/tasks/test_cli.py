@@ -24,7 +24,9 @@ def test_verbs_register_on_a_parent_parser():
     )
     assert (args.samples, args.concurrency, args.model) == (3, 2, "oracle")
     args = parser.parse_args(["tasks", "generate", "--repo", "r", "--out", "o.jsonl"])
-    assert args.max_mutants == 150
+    assert args.max_mutants == 150 and args.sandbox == "isolated"  # fetched code: sandboxed
+    args = parser.parse_args(["tasks", "validate", "t.jsonl"])
+    assert args.sandbox == "isolated"
     help_text = sub.choices["eval"].format_help()
     assert "pass@k" in help_text and "--sandbox" in help_text
     assert "unsandboxed" in help_text.lower()
@@ -32,7 +34,7 @@ def test_verbs_register_on_a_parent_parser():
 
 def test_validate_ok_and_malformed(calc_repo, tmp_path, capsys):
     good = write_tasks(tmp_path / "good.jsonl", bug_task(calc_repo))
-    assert main(["tasks", "validate", str(good)]) == 0
+    assert main(["tasks", "validate", str(good), "--sandbox", "local"]) == 0
     out = capsys.readouterr()
     assert "1/1 tasks valid" in out.out
     assert "validating: 1/1" in out.err  # progress as plain lines when not on a terminal

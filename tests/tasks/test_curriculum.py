@@ -96,3 +96,25 @@ async def test_unusable_repos_are_skipped_and_fetched_ones_named_by_package(tmp_
     )
     assert list(stats) == ["good"] and "no test passed" in skipped["broken"]
     assert tasks and all(t.snapshot.package == "good==1.2" and not t.snapshot.dir for t in tasks)
+
+
+def test_the_shipped_real_code_curriculum_names_pinned_packages():
+    from cheetah import bundled
+    from cheetah.tasks.fetch import load_package_list
+    from cheetah.tasks.loaders import load_tasks
+
+    tasks = load_tasks("real")  # real.jsonl.xz: read without fetching anything
+    pinned = {f"{p.name}=={p.version}" for p in load_package_list(bundled.DATA / "packages.toml")}
+    assert len(tasks) >= 2000
+    assert {t.tier for t in tasks} == {"line", "locate", "named", "file", "behaviour"}
+    assert all(t.snapshot.package in pinned and t.snapshot.dir is None for t in tasks)
+    held_repos = {t.snapshot.package for t in tasks if "heldout-repo" in t.tags}
+    assert len(held_repos) >= 3
+    assert not any(t.split == "train" for t in tasks if t.snapshot.package in held_repos)
+    split_of: dict[tuple[str, str], set[str]] = {}
+    for t in tasks:
+        if t.snapshot.package not in held_repos:
+            func = next(tag for tag in t.tags if tag.startswith("function:"))
+            split_of.setdefault((t.snapshot.package, func), set()).add(t.split)
+    assert all(len(s) == 1 for s in split_of.values())  # no held-out function is trained on
+    assert 0 < sum(s == {"heldout"} for s in split_of.values()) < len(split_of)

@@ -126,3 +126,15 @@ def test_several_tiers_are_selected_and_spread_equally():
         assert "webapi" in repos and len(repos) >= 5, repos
     assert spread(held, 0) == held and spread(held, 10_000) == held
     assert len(spread(held, 5)) == 5  # an odd limit: the first tier gets the extra one
+
+
+def test_an_xz_task_file_loads_like_the_plain_one(tmp_path):
+    import lzma
+
+    record = {"id": "t", "query": "q", "snapshot": {"dir": "repo"}, "pass_to_pass": ["x"]}
+    (tmp_path / "t.jsonl.xz").write_bytes(lzma.compress((json.dumps(record) + "\n").encode()))
+    [task] = load_tasks(tmp_path / "t.jsonl.xz")
+    assert task.id == "t" and task.snapshot.dir == str(tmp_path / "repo")
+    (tmp_path / "bad.jsonl.xz").write_bytes(b"not xz at all")
+    with pytest.raises(TaskFileError, match="not an xz file"):
+        load_tasks(tmp_path / "bad.jsonl.xz")
