@@ -215,11 +215,14 @@ def _kill_group(pid: int) -> None:
 def interpreter_env() -> dict[str, str]:
     """This process's environment with its interpreter's folder first on ``PATH`` (so
     ``python`` and ``pytest`` in a command are the ones cheetah runs with, as in the
-    sandbox) and ``PYTHONDONTWRITEBYTECODE=1`` (no bytecode cluttering a diff)."""
+    sandbox), ``PYTHONDONTWRITEBYTECODE=1`` (no bytecode cluttering a diff) and
+    ``PYTHONHASHSEED=0`` (test ids built from sets are the same in every run: graders and
+    the generator match ids across runs)."""
 
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONHASHSEED"] = "0"
     env.pop("PYTEST_ADDOPTS", None)
     return env
 

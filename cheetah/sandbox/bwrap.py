@@ -118,6 +118,9 @@ def bwrap_argv(m: BwrapMounts, command: str, cwd_inside: str) -> list[str]:
         "--setenv",
         "PYTHONDONTWRITEBYTECODE",
         "1",
+        "--setenv",  # test ids built from sets are then the same in every run (graders match ids)
+        "PYTHONHASHSEED",
+        "0",
         "--setenv",
         "TERM",
         "dumb",

@@ -102,3 +102,20 @@ async def test_a_repo_that_needs_a_dependency_runs_with_its_env_and_fails_withou
     assert f"No module named '{DEP}'" not in out
     if backend == "isolated":  # the import worked; the env is read-only inside
         assert code != 0 and "Read-only file system" in out
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("isolated", marks=needs_isolation)])
+async def test_commands_hash_strings_alike_in_every_session(backend: str, tmp_path: Path):
+    """Test ids built from sets (parametrize over a set) must not change between the run a
+    task was generated from and the runs that grade it."""
+    task = dep_task(tmp_path / "repo", None)
+    outputs = []
+    for _ in range(2):
+        opener = local_sessions(backend)
+        ws = await open_task(opener, task)
+        try:
+            r = await ws.exec("python -c \"print(hash('test_parse[expected8]'))\"", timeout_s=60)
+            outputs.append(r.output.strip())
+        finally:
+            await opener.close(ws)
+    assert outputs[0] == outputs[1] and outputs[0].lstrip("-").isdigit()
