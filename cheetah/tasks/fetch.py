@@ -167,11 +167,8 @@ def index_files(index_url: str, name: str) -> dict[str, tuple[str, str | None]]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def download(pkg: PinnedPackage, cache: Path, index_url: str = DEFAULT_INDEX) -> Path:

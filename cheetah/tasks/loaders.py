@@ -72,7 +72,8 @@ def from_swebench(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _field_errors(e: ValidationError) -> list[str]:
+def field_errors(e: ValidationError) -> list[str]:
+    """``field.path: message`` for each problem pydantic found."""
     lines = []
     for err in e.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(record)"
@@ -102,7 +103,7 @@ def parse_tasks(lines: Iterable[str], source: str, base: Path) -> list[Task]:
             data = from_swebench(rec) if "instance_id" in rec else rec
             task = Task.model_validate(data)
         except ValidationError as e:
-            problems.extend(f"{where}: {msg}" for msg in _field_errors(e))
+            problems.extend(f"{where}: {msg}" for msg in field_errors(e))
             continue
         except ValueError as e:
             problems.append(f"{where}: {e}")

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from cheetah.core.safefs import read_tree
 from cheetah.sandbox.snapshot import SnapshotError
 from cheetah.tasks.checkout import materialize
-from cheetah.tasks.loaders import TaskFileError, from_swebench
+from cheetah.tasks.loaders import TaskFileError, field_errors, from_swebench
 from cheetah.tasks.patch import PatchError, diff_trees, patch_tree, with_changes
 from cheetah.tasks.schema import Snapshot, Task
 
@@ -123,10 +123,7 @@ def import_instances(records: list[dict[str, Any]], repos: Path, source: str) ->
                 data[key] = data.get(key) or None
             task = Task.model_validate(data)
         except ValidationError as e:
-            problems.extend(
-                f"{where}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                for err in e.errors()
-            )
+            problems.extend(f"{where}: {msg}" for msg in field_errors(e))
             continue
         except ValueError as e:
             problems.append(f"{where}: {e}")
