@@ -9,7 +9,7 @@ STAMP := $(VENV)/.cheetah-installed
 APT_PACKAGES := bubblewrap chromium
 DEMO_DIR ?= /tmp/cheetah-demo
 
-.PHONY: install demo demo-agent test test-slow lint format bench clean
+.PHONY: install demo demo-agent test test-slow test-openenv lint format bench clean
 
 install: $(STAMP)
 
@@ -57,11 +57,19 @@ test: lint
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,ml,trl]'  # the adapters' extras: their tests are slow ones
+	$(BIN)/pip install -q -e '.[dev,ml,trl,verifiers]'  # the adapters' extras: their tests are slow ones
 	$(BIN)/python -m pytest -q -m slow; rc=$$?; [ $$rc = 5 ] && exit 0 || exit $$rc
+
+# The OpenEnv adapter's tests: openenv and verifiers pin different mcp versions, so it gets
+# its own venv (.venv-openenv) rather than the extras of test-slow.
+test-openenv:
+	@test -x .venv-openenv/bin/python || $(PY) -m venv .venv-openenv
+	.venv-openenv/bin/pip install -q torch==2.13.0
+	.venv-openenv/bin/pip install -q -e '.[dev,ml,openenv]'
+	.venv-openenv/bin/python -m pytest -q -m slow tests/integrations/test_openenv.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/parallel_tools.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .venv-openenv .pytest_cache .ruff_cache build *.egg-info

@@ -3,9 +3,12 @@
 Order matters: first every process the agent left running is killed, and the
 agent's changes are measured against the baseline (the files as the agent got
 them): touched files, out-of-scope files, new ruff problems in touched Python
-files. Only then are the hidden files written in and the test patch applied
-(overwriting whatever the agent put at those paths, so an agent can not pre-empt a
-hidden test), and the checks run through ``workspace.exec`` with timeouts.
+files. Then the files that decide how the tests run (the checks' own test files,
+pytest's config and plugins, new modules that would shadow others) are put back as
+they were (``tasks/protect.py``: rewriting a failing test is not a fix). Only then
+are the hidden files written in and the test patch applied (overwriting whatever the
+agent put at those paths, so an agent can not pre-empt a hidden test), and the
+checks run through ``workspace.exec`` with timeouts.
 Correctness is all checks passing.
 
 The grader sees the workspace only as a ``TaskSession`` (file trees in and out,
@@ -45,6 +48,7 @@ from ruff.__main__ import find_ruff_bin
 from cheetah.core.workspace import PathError
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree, with_changes
+from cheetah.tasks.protect import protected_changes
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskSession
 
@@ -107,6 +111,9 @@ class Grade(BaseModel):
     touched: list[str] = Field(default_factory=list)
     out_of_scope: list[str] = Field(default_factory=list)
     new_lint: list[str] = Field(default_factory=list)
+    restored: list[str] = Field(
+        default_factory=list, description="files put back before the checks (tasks/protect.py)"
+    )
     errors: list[str] = Field(default_factory=list)
     diff: str = ""
     wall_s: float = 0.0
@@ -371,7 +378,11 @@ async def grade(
     )
     diff = diff_trees(baseline, current)
     checks: list[CheckResult] = []
+    restore = protected_changes(task, baseline, current)
     try:
+        if restore:  # the agent's changes to how tests run are not graded (tasks/protect.py)
+            await workspace.write_files(restore)
+            current = with_changes(current, restore)
         after = await install_hidden(workspace, task, current)
     except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
         errors.append(f"hidden tests could not be installed: {e}")
@@ -390,6 +401,7 @@ async def grade(
         touched=touched,
         out_of_scope=out_of_scope,
         new_lint=new_lint,
+        restored=sorted(restore),
         errors=errors,
         diff=diff,
         wall_s=time.monotonic() - t0,
