@@ -6,7 +6,9 @@ bubblewrap. Where the host cannot isolate, these tests skip and say why.
 
 from __future__ import annotations
 
+import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,17 @@ async def still_serving(env) -> None:
     assert out.exit_code == 0 and out.output == "alive\n"
     await env.stop(sid)
     await env.close(sid)
+
+
+@pytest.fixture
+def host(tmp_path) -> dict:
+    """Host files a session must never reach: a root-only secret, a victim, a marker name."""
+    d = tmp_path / "host"
+    d.mkdir(mode=0o700)
+    marker = f"HOST-SECRET-{uuid.uuid4().hex}"
+    (d / "secret.txt").write_text(marker + "\n")
+    os.chmod(d / "secret.txt", 0o600)
+    (d / "victim.txt").write_text("victim\n")
+    only = f"host-only-{uuid.uuid4().hex[:8]}"
+    (d / only).write_text("x")
+    return {"dir": d, "rel": str(d).lstrip("/"), "marker": marker, "only": only}

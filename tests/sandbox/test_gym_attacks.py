@@ -4,9 +4,7 @@ reward hacks earn nothing, the episode is still graded, and the server serves on
 
 from __future__ import annotations
 
-import os
 import socket
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,17 +24,6 @@ def sh(command: str, timeout: float = 60) -> str:
 
 def said(obs) -> str:
     return "\n".join(m["content"] for m in obs.new)
-
-
-@pytest.fixture
-def host(tmp_path) -> dict:
-    d = tmp_path / "host"
-    d.mkdir(mode=0o700)
-    marker = f"HOST-SECRET-{uuid.uuid4().hex}"
-    (d / "secret.txt").write_text(marker + "\n")
-    os.chmod(d / "secret.txt", 0o600)
-    (d / "victim.txt").write_text("victim\n")
-    return {"dir": d, "marker": marker}
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import tracemalloc
-import uuid
 from pathlib import Path
 
 import pytest
@@ -53,20 +52,6 @@ async def env(request, env_server, tmp_path):
         client = EnvClient(server.url, server.token)
         yield client
         await client.aclose()
-
-
-@pytest.fixture
-def host(tmp_path) -> dict:
-    """Host files a session must never reach: a root-only secret, a victim, a marker name."""
-    d = tmp_path / "host"
-    d.mkdir(mode=0o700)
-    marker = f"HOST-SECRET-{uuid.uuid4().hex}"
-    (d / "secret.txt").write_text(marker + "\n")
-    os.chmod(d / "secret.txt", 0o600)
-    (d / "victim.txt").write_text("victim\n")
-    only = f"host-only-{uuid.uuid4().hex[:8]}"
-    (d / only).write_text("x")
-    return {"dir": d, "rel": str(d).lstrip("/"), "marker": marker, "only": only}
 
 
 def call(i: int, name: str, **args: str) -> ToolCall:
