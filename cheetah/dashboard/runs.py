@@ -73,7 +73,18 @@ def summary(runs_dir: Path, name: str) -> dict[str, Any]:
         "stages": stages,
         "mcnemar_p": done.get("mcnemar_p"),
         "last_rollout_at": last,
+        "time_breakdown": _time_breakdown(done, meta),
     }
+
+
+def _time_breakdown(done: dict[str, Any], meta: dict[str, str]) -> dict[str, Any] | None:
+    """The finished run's, or while it runs the phases so far (``rl/timing.py``)."""
+    from cheetah.rl.timing import META_KEY, breakdown
+
+    if done.get("time_breakdown"):
+        return done["time_breakdown"]
+    held = json.loads(meta[META_KEY]) if meta.get(META_KEY) else None
+    return breakdown(held["phases"], held["wall_s"]) if held else None
 
 
 def metrics(runs_dir: Path, name: str) -> dict[str, list[list[float]]]:

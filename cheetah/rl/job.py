@@ -20,7 +20,8 @@
    the trainer steps.
    With ``train.eval_every``, the held-out tasks are also evaluated every few RL steps
    (the learning curve: pass rate and turns per task against rollouts trained on).
-6. The last stage; the reward-curve and learning-curve plots and ``summary.json``: every
+6. The last stage; the reward-curve and learning-curve plots and ``summary.json``: where the
+   wall time went (``time_breakdown``, ``rl/timing.py``), every
    stage's pass rate with its Wilson interval, per tier and behaviour, exact McNemar
    tests between stages (``mcnemar_p``: the last against the base model) and Wilcoxon
    tests of turns per task and calls per turn (``turns_p``, ``calls_p``).
@@ -55,6 +56,8 @@ from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
 from cheetah.rl.store import RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
+from cheetah.rl.timing import PhaseClock, breakdown
+from cheetah.rl.timing import table as time_table
 
 
 class TrainJob:
@@ -104,6 +107,7 @@ class TrainJob:
         self.dir.mkdir(parents=True, exist_ok=True)
         cfg.save(self.dir / "config.json")
         self.store = RunStore(store_path)
+        self.clock = PhaseClock(self.store)
 
     def task_for_group(self, gid: int) -> str:
         while len(self.order) <= gid:  # a fresh shuffle per pass over the tasks
@@ -203,7 +207,9 @@ class TrainJob:
         """One held-out stage (``rl/stages.run_stage``), recorded as ``stage_<label>``."""
         if not self.eval_tasks:
             return None
-        stage = await run_stage(label, self.eval_tasks, list(self.workers.values()), self.log)
+        phase = "stage:curve" if label.startswith("rl-") else f"stage:{label}"
+        with self.clock.phase(phase):
+            stage = await run_stage(label, self.eval_tasks, list(self.workers.values()), self.log)
         self.store.set_meta(f"stage_{label}", stage)
         for logger in self.loggers:
             logger.log_stage(stage)
@@ -219,15 +225,16 @@ class TrainJob:
         steps = self.cfg.train.sft_steps
         if steps <= 0:
             return
-        samples = await sft_samples_for(
-            self.cfg,
-            self.env_cfg,
-            self.train_tasks,
-            self.sft_records,
-            self.tokenizer,
-            self.rng,
-            self.log,
-        )
+        with self.clock.phase("sft:demonstrations"):
+            samples = await sft_samples_for(
+                self.cfg,
+                self.env_cfg,
+                self.train_tasks,
+                self.sft_records,
+                self.tokenizer,
+                self.rng,
+                self.log,
+            )
         if not samples:
             self.log("sft: no demonstration to train on; skipped")
             return
@@ -244,9 +251,11 @@ class TrainJob:
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
             t = self.cfg.train
             self.trainer.set_lr(lr_at(i, steps, t.sft_lr, t.warmup_frac, t.lr_decay))
-            m = await asyncio.to_thread(self.trainer.sft_step, batch)
+            with self.clock.phase("sft:steps"):
+                m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
-        await self.trainer.sync_to(self.sync_targets)
+        with self.clock.phase("sft:weight_sync"):
+            await self.trainer.sync_to(self.sync_targets)
 
     # -- RL ---------------------------------------------------------------------------------
     def _resume_state(self, scheduler: RolloutScheduler) -> int:
@@ -282,7 +291,7 @@ class TrainJob:
         step = self._resume_state(scheduler) if self.resume else 0
         if step:
             await self.trainer.sync_to(self.sync_targets)
-        state = {"step": step}
+        state: dict[str, Any] = {"step": step, "idle_from": time.perf_counter()}
 
         def on_result(f: Finished) -> None:
             if f.error:
@@ -299,6 +308,7 @@ class TrainJob:
             )
 
         async def on_batch(batch: list[Group]) -> None:
+            self.clock.add("rl:waiting_for_rollouts", time.perf_counter() - state["idle_from"])
             resampled = scheduler.stats.groups_resampled - state.get("resampled", 0)
             state["resampled"] = scheduler.stats.groups_resampled
             dropped = [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts]
@@ -306,6 +316,7 @@ class TrainJob:
             scheduler.dropped.clear()
             state["step"] += 1
             await self._train_step(state["step"], batch, resampled)
+            state["idle_from"] = time.perf_counter()
 
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -340,10 +351,12 @@ class TrainJob:
             t = self.cfg.train
             metrics["lr"] = lr_at(step - 1, t.steps, t.lr, t.warmup_frac, t.lr_decay)
             self.trainer.set_lr(metrics["lr"])
-            m = await asyncio.to_thread(self.trainer.rl_step, samples)
+            with self.clock.phase("rl:trainer_steps"):
+                m = await asyncio.to_thread(self.trainer.rl_step, samples)
             metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
             t0 = time.perf_counter()
-            await self.trainer.sync_to(self.sync_targets)
+            with self.clock.phase("rl:weight_sync"):
+                await self.trainer.sync_to(self.sync_targets)
             metrics["weight_sync_s"] = time.perf_counter() - t0
         else:
             metrics["train_skipped_no_signal"] = 1.0  # every group had equal rewards
@@ -409,7 +422,8 @@ class TrainJob:
 
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        self.start()
+        with self.clock.phase("startup"):
+            self.start()
         try:
             return await self._run()
         finally:
@@ -439,12 +453,14 @@ class TrainJob:
                 "rollouts": self.store.count(),
                 "wall_s": time.perf_counter() - t0,
                 "run_dir": str(self.dir),
+                "time_breakdown": breakdown(self.clock.seconds, self.clock.wall_s()),
             }
         )
         self.store.set_meta("summary", summary)
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
         if summary["stages"]:
             self.log(table(summary))
+            self.log(time_table(summary["time_breakdown"]))
             for logger in self.loggers:
                 logger.log_summary(summary, table(summary))
         return summary

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from cheetah.dashboard.app import create_app
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.rl.store import RunStore
+from cheetah.rl.timing import PhaseClock
 from tests.conftest import SAMPLE_REPO
 
 
@@ -53,6 +54,9 @@ def make_run(runs_dir, name="demo", n=6):
     # held-out points of the learning curve (train.eval_every), as a run stores them
     store.log_metrics(1, {"heldout_pass_rate": 0.25, "heldout_turns_per_task": 4.0})
     store.log_metrics(2, {"heldout_pass_rate": 0.5, "heldout_turns_per_task": 3.0})
+    clock = PhaseClock(store)  # where the time went, as TrainJob records it
+    clock.add("stage:base", 30.0)
+    clock.add("rl:waiting_for_rollouts", 90.0)
     store.set_meta("pass_rate_before", {"rate": 0.0, "n": 4})
     store.set_meta("pass_rate_after", {"rate": 0.25, "n": 4})
     store.close()

@@ -63,6 +63,9 @@ def test_runs_fleet_and_jobs_pages_render_in_chromium(dashboard, snapshot_root):
         assert "3.00 turns" in page.locator("#learning").text_content()
         assert page.locator("#timeline rect.rollout").count() == 6
         assert "after 0.250" in page.locator("#run-summary").inner_text()
+        phases = page.locator("#time-breakdown tbody tr")
+        assert phases.first.inner_text().split("\t")[:2] == ["rl:waiting_for_rollouts", "90.0"]
+        assert phases.count() == 3  # two phases and "other"
         page.locator("#rollouts tr[data-rollout='5']").click()
         page.wait_for_selector("#trajectory .msg")
         assert "fix task 5" in page.locator("#trajectory").inner_text()

@@ -198,6 +198,10 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     )
     assert 0 <= rl_vs_sft["mcnemar_p"] <= 1 and 0 <= rl_vs_sft["turns_p"] <= 1
     assert [p["step"] for p in summary["learning_curve"]] == [0, 2, 4]
+    timing = {p["phase"]: p["seconds"] for p in summary["time_breakdown"]["phases"]}
+    for phase in ("startup", "stage:base", "sft:steps", "stage:curve", "rl:trainer_steps"):
+        assert timing[phase] > 0, (phase, timing)  # both processes' phases, added up
+    assert sum(timing.values()) == pytest.approx(summary["time_breakdown"]["wall_s"], rel=0.01)
     assert (tmp_path / "quickstart" / "learning.png").is_file()
     assert (tmp_path / "quickstart" / "reward.png").is_file()
     assert (tmp_path / "quickstart" / "checkpoints" / "step-4" / "model.safetensors").is_file()

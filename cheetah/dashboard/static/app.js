@@ -67,6 +67,7 @@ async function loadRun(name) {
     : `held-out pass rate before ${fmt(summary.pass_rate_before)}, after ${fmt(summary.pass_rate_after)}`;
   document.getElementById("run-summary").textContent =
     `${heldOut}; mean reward ${fmt(summary.mean_reward)}; ${summary.rollouts} rollouts`;
+  fillTimeBreakdown(summary.time_breakdown);
   drawCurves(metrics);
   drawLearning(summary, metrics);
   drawTimeline(rollouts);
@@ -93,6 +94,21 @@ function drawCurves(metrics) {
     svg.append(el("svg:text", { x: W - 150, y: 14 + 14 * i, fill: colours[n], "font-size": 11 }, n));
   });
   svg.append(el("svg:text", { x: W / 2, y: H - 6, "font-size": 10 }, `step (1..${maxStep})`));
+}
+
+// Wall seconds per phase of the run (rl/timing.py), the slowest first; "other" is the rest.
+function fillTimeBreakdown(b) {
+  const body = document.querySelector("#time-breakdown tbody");
+  body.replaceChildren();
+  for (const p of (b && b.phases) || []) {
+    const tr = document.createElement("tr");
+    for (const v of [p.phase, p.seconds.toFixed(1), `${(100 * p.share).toFixed(1)}%`]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.append(td);
+    }
+    body.append(tr);
+  }
 }
 
 // The summary's learning curve once the run is done; while it runs, the held-out points
