@@ -65,3 +65,20 @@ def test_cheetah_export_gguf(tmp_path):
     assert r.returncode == 2 and "should end in .gguf" in r.stderr
     r = cheetah("export", "--gguf", "/nonexistent/model", "--out", out)
     assert r.returncode == 2 and "/nonexistent/model" in r.stderr
+
+
+@pytest.mark.slow  # needs llama-cpp-python (the bench extra) and writes the default model
+def test_llama_cpp_runs_an_export_as_the_checkpoint_does(tmp_path):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    loaded = load_model("default")
+    path = export_gguf(loaded.model, loaded.tokenizer, tmp_path / "default.gguf", "f32")
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False)
+    for text in PROMPTS[:2]:
+        ids = loaded.tokenizer(text)["input_ids"]
+        assert llm.tokenize(text.encode(), add_bos=False, special=True) == ids
+        theirs = []
+        for token in llm.generate(ids, temp=0.0, top_k=1):
+            theirs.append(token)
+            if len(theirs) == 10:
+                break
+        assert greedy(loaded, text)[len(ids) :] == theirs, text
