@@ -63,6 +63,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "serve_max_input_chars, serve_max_request_chars); CHEETAH_<FIELD> variables override",
     )
     parser.add_argument("--max-batch", type=int, default=32, help="most requests per step")
+    parser.add_argument(
+        "--engine",
+        choices=["cheetah", "llama.cpp"],
+        default="cheetah",
+        help="what runs the model: cheetah's engine (default), or llama.cpp on a .gguf --model "
+        "(llama-server from $LLAMA_SERVER or PATH, else llama-cpp-python's server; needs "
+        "--token-file, which it checks as its API key)",
+    )
     parser.add_argument("--name", default=None, help="model id to report (default: --model)")
     parser.set_defaults(func=run_serve)
 
@@ -92,11 +100,38 @@ def run_serve(args: argparse.Namespace) -> int:
         return _fail(str(e))
     except SettingError as e:  # read_token and check_bind say why in their message
         return _fail(str(e))
+    if args.engine == "llama.cpp":
+        return _serve_llama_cpp(args, token)
     try:
         engine, name, embedder, reranker = _load(args)
     except CannotServe as e:
         return _fail(str(e))
     return _serve(args, limits, token, engine, name, embedder, reranker)
+
+
+def _serve_llama_cpp(args: argparse.Namespace, token: str | None) -> int:
+    """llama.cpp in the foreground on --host/--port until interrupted."""
+    from cheetah.inference.llama_cpp_server import LlamaCppError, LlamaCppServer
+
+    if token is None:
+        return _fail("--engine llama.cpp needs --token-file (llama.cpp checks it as its API key)")
+    if args.embedder or args.reranker:
+        return _fail("--engine llama.cpp serves the model only; leave out --embedder/--reranker")
+    try:
+        server = LlamaCppServer(
+            args.model, host=args.host, port=args.port, parallel=args.max_batch, api_key=token
+        )
+        server.start()
+    except LlamaCppError as e:
+        return _fail(str(e))
+    print(f"llama.cpp serving {server.name} at {server.url} ({server.command[0]})", flush=True)
+    try:
+        assert server.proc is not None
+        return server.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
 
 
 def _load(args: argparse.Namespace) -> tuple:

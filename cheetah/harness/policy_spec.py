@@ -9,7 +9,8 @@ from cheetah.harness.policy import Policy, PolicyError, ScriptedPolicy
 
 MODEL_HELP = (
     "scripted:FILE (replay a JSON list of assistant messages), the base URL of an "
-    "OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1), or a model run in process: "
+    "OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1), llama.cpp:FILE.gguf (llama.cpp "
+    "started for this run, e.g. on `cheetah export --gguf` output), or a model run in process: "
     "default (SmolLM2-135M-Instruct), tiny (random, for tests) or a HF model directory"
 )
 
@@ -21,6 +22,8 @@ def policy_from_spec(
         return ScriptedPolicy.from_file(spec.removeprefix("scripted:"))
     if spec.startswith(("http://", "https://")):
         return OpenAIPolicy(spec, model_name, temperature=temperature, max_tokens=max_tokens)
+    if spec.startswith("llama.cpp:"):
+        return _llama_cpp_policy(spec.removeprefix("llama.cpp:"), temperature, max_tokens)
     if spec in ("default", "tiny") or Path(spec).expanduser().exists():
         return _local_engine_policy(spec, temperature, max_tokens)
     raise PolicyError(f"unknown model {spec!r}; expected {MODEL_HELP}")
@@ -41,6 +44,28 @@ def _local_engine_policy(spec: str, temperature: float, max_tokens: int) -> Poli
     return EnginePolicy(
         engine, loaded.tokenizer, sampling, name=f"engine:{loaded.name}", owns_engine=True
     )
+
+
+class _LlamaCppPolicy(OpenAIPolicy):
+    """``OpenAIPolicy`` to a llama.cpp server it started; ``close`` stops the server."""
+
+    def __init__(self, server, **kw) -> None:
+        super().__init__(server.url, server.name, api_key=server.api_key, **kw)
+        self.server = server
+        self.name = f"llama.cpp:{server.name}"
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def _llama_cpp_policy(path: str, temperature: float, max_tokens: int) -> Policy:
+    from cheetah.inference.llama_cpp_server import LlamaCppError, LlamaCppServer
+
+    try:
+        server = LlamaCppServer(Path(path), parallel=1).start()
+    except LlamaCppError as e:
+        raise PolicyError(str(e)) from None
+    return _LlamaCppPolicy(server, temperature=temperature, max_tokens=max_tokens)
 
 
 def close_policy(policy: object) -> None:
