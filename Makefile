@@ -9,7 +9,7 @@ STAMP := $(VENV)/.cheetah-installed
 APT_PACKAGES := bubblewrap chromium
 DEMO_DIR ?= /tmp/cheetah-demo
 
-.PHONY: install demo demo-agent test test-slow test-openenv lint format bench clean
+.PHONY: install demo demo-agent test test-slow test-openenv lint format bench bench-llama clean
 
 install: $(STAMP)
 
@@ -70,6 +70,19 @@ test-openenv:
 
 bench: $(STAMP)
 	$(BIN)/python bench/parallel_tools.py
+
+# cheetah's engine against llama.cpp (issue 31): llama-cpp-python built from source with the
+# CPU features named (this VM lists AMX but faults on it, so -march=native crashes), then the
+# agent-shaped rollouts bench with its llama.cpp columns (llama-server too when $LLAMA_SERVER
+# names a binary built from the same source; BENCHMARKS.md). Never part of `make test`.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
+  -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+bench-llama: $(STAMP)
+	$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir -e '.[bench]'
+	$(BIN)/python bench/agent_rollouts.py --groups 2 --turns 2 --max-tokens 16 \
+	  --tool-tokens 100,400 --configs reuse,reuse-bf16,llama.cpp,llama-server
 
 clean:
 	rm -rf $(VENV) .venv-openenv .pytest_cache .ruff_cache build *.egg-info

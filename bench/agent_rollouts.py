@@ -1,8 +1,11 @@
-"""Agent-shaped rollouts: ``LocalEngine`` with and without prefix reuse, and batched HF ``generate``.
+"""Agent-shaped rollouts: ``LocalEngine`` (fp32, bf16, without prefix reuse), batched HF
+``generate``, and llama.cpp's servers: llama-cpp-python's and the C++ ``llama-server``.
 
     python bench/agent_rollouts.py            # default model: 4 groups x 8 rollouts x 3 turns
     python bench/agent_rollouts.py --quick    # 1 group, 2 turns: sized for < 3 min on 2 idle cores
     python bench/agent_rollouts.py --model tiny --groups 2 --turns 2 --max-tokens 8
+    python bench/agent_rollouts.py --configs reuse,llama.cpp --workloads single,group
+    LLAMA_SERVER=/path/to/llama-server python bench/agent_rollouts.py --configs reuse,llama-server
 
 What it measures: the rollout throughput an RL step sees. Each group is G=8 samples of one
 task from the bundled curriculum; each rollout is an asyncio task that sends turn 1
@@ -11,20 +14,72 @@ reply, appends it (its sampled ids verbatim, as the harness does) and a tool res
 the next turn. A tool result is ``read_file`` output of files from the task's snapshot repo
 (numbered lines, ``<tool_result>`` blocks as ``render_results`` writes them), cut to a
 seeded random 100-800 tokens (``--tool-tokens``); it does not depend on the reply, so all
-three configurations send prompts of the same lengths (generate's replies are other ids). Every turn samples at
-temperature 1.0 with a seed per rollout and turn, exactly ``--max-tokens`` new tokens.
+configurations send prompts of about the same lengths (their replies are other ids; llama.cpp's
+are re-tokenized from text). Every turn samples at temperature 1.0 with a seed per rollout and
+turn, exactly ``--max-tokens`` new tokens.
 
-The same workload, one configuration after another in one process:
+Workloads (``--workloads``), each run by every configuration: ``single``, the first rollout
+alone (one stream, turn after turn); ``group``, the first group's 8 rollouts, sharing their
+prompt; ``agent``, all groups at once (the same as ``group`` when there is one group, so it is
+then skipped). By default every configuration runs every workload: at default sizes that is
+well over half an hour; pick with the flags. The configurations (``--configs``), one after
+another in one process:
 
-- reuse: ``LocalEngine`` as shipped (prefix cache on, ``max_batch`` = all rollouts);
-- no-reuse: the same engine with ``prefix_cache_tokens=0``;
+- reuse: ``LocalEngine`` as shipped (prefix cache on, ``max_batch`` = all rollouts), fp32;
+- reuse-bf16: the same on a bf16 copy of the model (KV cache and prefix cache in bf16 too;
+  sampling upcasts the logits to fp32). The engine has no dtype flag: it runs the model as
+  given, so the bench casts it;
+- no-reuse: the fp32 engine with ``prefix_cache_tokens=0``;
 - generate: HF ``model.generate``, the fair batched baseline: for each group and turn, the
   group's 8 prompts in one left-padded call (``min_new_tokens`` = ``max_new_tokens``, so the
   end token is masked rather than ignored); groups one after another. It batches a group but
-  has no continuous batching and no prefix reuse; one RNG seed per call, not per row.
+  has no continuous batching and no prefix reuse; one RNG seed per call, not per row;
+- llama.cpp: ``python -m llama_cpp.server`` (llama-cpp-python, the ``bench`` extra) started as
+  a subprocess on the same GGUF file the default model is converted from, so it computes with
+  the Q4_1 weights as stored (activations quantized to 8 bits for the dot products, f16 KV),
+  where cheetah computes with weights dequantized to fp32 (or cast on to bf16). Its server
+  holds one ``Llama`` context behind a lock: requests run one at a time, in arrival order, with
+  no batching across rollouts (it has no slots or ``n_parallel``; see llama-server). Reuse comes from its prompt cache
+  (``--cache``: after each request the context's state is saved in RAM keyed by its tokens,
+  and the longest-prefix entry is loaded for the next request) and from the context still
+  holding the previous request's tokens. ``n_ctx`` is the model's context (every conversation
+  fits), ``n_threads`` the CPU count, ``logits_all`` off (no logits for prompt positions),
+  ``OMP_WAIT_POLICY=passive`` unless set (see ``LlamaServer``).
+  Each rollout is an asyncio task sending ``/v1/completions`` requests, as many at once as the
+  engine sees; the prompt is the text of the same chat rendered by the model's chat template
+  (checked: the server's prompt token count equals the HF tokenizer's for that text; its
+  replies enter the next prompt as text, as with any OpenAI-style server). Sampling matches:
+  temperature 1.0, ``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty, a seed per
+  rollout and turn; it has no ``ignore_eos``, so the end-of-sequence and other special ids
+  get a logit bias of -1e9 (masked, where the engine samples them and goes on) and ``max_tokens`` is the budget;
+  replies that still came back short are counted. Prompt tokens computed and the prefill and
+  decode time come from the server's own per-request timings (its log); "other" there is HTTP,
+  the lock, saving and loading cache states, and sampling (with a logit bias, in Python).
+  Requests are not streamed (so ``usage`` counts tokens exactly): no time to first token.
+  Without ``llama_cpp`` installed, or for a model that is not a GGUF file (``tiny``), this
+  configuration is skipped with a message.
+- llama-server: llama.cpp's C++ server, as its users run it for many clients, on the same
+  GGUF file (the binary from ``--llama-server PATH`` or ``LLAMA_SERVER``, else skipped; built
+  from the llama.cpp source llama-cpp-python vendors, ``cmake --build ... --target
+  llama-server``). A slot per concurrent rollout (``--parallel``), continuous batching (one
+  batch per step holds every busy slot's next token and prompt chunks), each slot's KV cache
+  kept between requests and its common prefix with the next prompt reused (``cache_prompt``;
+  ``--cache-reuse 256`` also shifts matching chunks after a mismatch into place), idle slots
+  copied to its RAM prompt cache (``--cache-ram``, on by default). A request goes to the idle
+  slot whose tokens share the longest prefix with its prompt, so a rollout comes back to its
+  own slot; slots share no KV, so a group's rollouts arriving at once each prefill the common
+  system prompt. ``--ctx-size`` is the slots times the longest conversation (``slot_context``;
+  the server splits it evenly), threads the CPU count, ``--load-mode none`` (no mmap), the same
+  ``OMP_WAIT_POLICY``. Requests go to its native ``/completion`` with the same text prompts and
+  sampling as llama.cpp, with ``ignore_eos`` (it masks the end-of-generation ids: every reply
+  has exactly ``--max-tokens`` tokens) instead of a logit bias. Prompt tokens computed and the
+  prefill and decode time come from each reply's ``timings``; when slots run at once these
+  overlap, so they are printed as a note rather than as parts of the wall time.
 
 Reported per configuration: rollout tokens/s (generated tokens / wall time from the first
-request to the last reply), prompt tokens prefilled and reused (``LocalEngine.stats()``; for
+request to the last reply), rollouts/s, the median and 95th percentile time per turn (request
+sent to reply complete, waiting included; for generate the call that served the turn), prompt
+tokens prefilled and reused (``LocalEngine.stats()``; for
 generate every prompt token is computed, plus the left padding, counted apart), the median
 time to first token, and where the wall time went. Time to first token, engine: from
 ``engine.stream`` being called to its first ``TokenEvent``, so it includes waiting for the
@@ -51,19 +106,26 @@ while the event loop tokenizes the next prompts. Configurations run minutes apar
 shared machine they see different load: read the ratios from a run on idle cores.
 
 Left out: tool execution time (tool results are ready at once), replies that end early or
-differ in length, rollouts with different turn counts, GPU runs, and repeats or interleaving
-of the configurations: on a busy machine even the ratios move with the load.
+differ in length (llama.cpp's short replies are counted, not redrawn), rollouts with
+different turn counts, GPU runs, and repeats or interleaving of the configurations: on a busy
+machine even the ratios move with the load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import importlib.util
 import os
 import random
+import re
 import shlex
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,16 +135,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import httpx
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from cheetah.bundled import TASK_SETS
 from cheetah.harness.loop import system_prompt
 from cheetah.harness.protocol import ToolResult, render_results
-from cheetah.inference.local import LocalEngine
+from cheetah.inference.local import LocalEngine, _eos_ids
 from cheetah.inference.protocol import Completion, SamplingParams
 from cheetah.model.chat import prompt_token_ids
-from cheetah.model.loading import load_model
+from cheetah.model.loading import default_gguf_path, load_model
 from cheetah.tasks.loaders import load_tasks
 from cheetah.tools import default_tools
 
@@ -91,6 +154,16 @@ TASKS = TASK_SETS / "curriculum.jsonl"
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".json", ".yaml", ".yml"}
 FULL = {"groups": 4, "turns": 3, "max_tokens": 48, "tool_tokens": "100,800"}
 QUICK = {"groups": 1, "turns": 2, "max_tokens": 16, "tool_tokens": "100,400"}
+CONFIGS = ("reuse", "reuse-bf16", "no-reuse", "generate", "llama.cpp", "llama-server")
+WORKLOADS = ("single", "group", "agent")
+COMPUTES_IN = {
+    "reuse": "fp32 (Q4_1 weights dequantized at load)",
+    "reuse-bf16": "bf16 (the fp32 weights cast; fp32 sampling)",
+    "no-reuse": "fp32",
+    "generate": "fp32",
+    "llama.cpp": "Q4_1 weights as stored x 8-bit activations, f16 KV cache",
+    "llama-server": "as llama.cpp, with flash attention (its default, auto, picks it on CPU)",
+}
 
 
 @dataclass(frozen=True)
@@ -107,19 +180,26 @@ class Result:
     """One configuration's run over the whole workload."""
 
     name: str
+    rollouts: int = 0
     wall_s: float = 0.0
     generated: int = 0
     prompt_tokens: int = 0
     reused: int = 0
     padding: int = 0  # generate only: pad positions its forwards computed
-    first_token_s: list[float] = field(default_factory=list)
+    first_token_s: list[float] = field(default_factory=list)  # empty: not measured
+    turn_s: list[float] = field(default_factory=list)  # request sent to reply complete
     seconds: dict[str, float] = field(default_factory=dict)  # where the wall time went
     replies: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
     prompt_lengths: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float:
         return self.generated / self.wall_s
+
+    @property
+    def rollouts_per_s(self) -> float:
+        return self.rollouts / self.wall_s
 
 
 # -- workload ---------------------------------------------------------------------------
@@ -222,6 +302,7 @@ async def engine_rollout(
             if isinstance(item, Completion):
                 done = item
         assert done is not None and first is not None
+        out.turn_s.append(time.perf_counter() - start)
         out.first_token_s.append(first)
         out.generated += len(done.token_ids)
         out.replies[(r.group, r.index, turn)] = done.token_ids
@@ -237,7 +318,7 @@ async def run_engine(
     await engine.generate(warm, SamplingParams(max_tokens=4, ignore_eos=True))
     clock = StepClock(engine)
     before = engine.stats()
-    out = Result(name)
+    out = Result(name, rollouts=len(rollouts))
     start = time.perf_counter()
     await asyncio.gather(
         *[
@@ -297,7 +378,7 @@ def run_generate(model: Any, tok: Any, rollouts: list[Rollout], args: argparse.N
         return full[:, width:], first.at - start
 
     call([prompt_token_ids([{"role": "user", "content": "Say hello."}], tok)], 4, 0)  # warm-up
-    out = Result("generate")
+    out = Result("generate", rollouts=len(rollouts))
     out.seconds = {"prefill": 0.0, "decode": 0.0}
     start = time.perf_counter()
     for g in sorted({r.group for r in rollouts}):
@@ -310,6 +391,7 @@ def run_generate(model: Any, tok: Any, rollouts: list[Rollout], args: argparse.N
             out.seconds["prefill"] += first
             out.seconds["decode"] += time.perf_counter() - call_start - first
             out.first_token_s += [first] * len(group)
+            out.turn_s += [time.perf_counter() - call_start] * len(group)
             out.prompt_lengths += [len(p) for p in prompts]
             out.prompt_tokens += sum(len(p) for p in prompts)
             out.padding += len(prompts) * max(len(p) for p in prompts) - sum(map(len, prompts))
@@ -324,18 +406,272 @@ def run_generate(model: Any, tok: Any, rollouts: list[Rollout], args: argparse.N
     return out
 
 
+# -- llama.cpp: llama-cpp-python's Python server and the C++ llama-server ---------------
+
+PERF_PROMPT = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+PERF_DECODE = re.compile(r":\s+eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
+
+
+def llama_cpp_gguf(spec: str) -> Path | None:
+    """The GGUF file llama.cpp serves for ``--model``, or None where it has none."""
+    if spec == "default":
+        return default_gguf_path()
+    return Path(spec) if spec.endswith(".gguf") else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerReply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    timings: dict[str, float] | None  # llama-server's; the Python server's are in its log
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What differs between the two servers: command, endpoint, request body, reply."""
+
+    name: str
+    command: list[str]  # without --host and --port
+    endpoint: str
+    request: Callable[[str, int, int], dict[str, Any]]  # (prompt, seed, new tokens) -> body
+    parse: Callable[[dict[str, Any]], ServerReply]
+
+
+def python_server(gguf: Path, model: Any, tok: Any, args: argparse.Namespace) -> Flavor:
+    """``python -m llama_cpp.server``: one context behind a lock, its prompt cache in RAM."""
+    threads = str(os.cpu_count() or 1)
+    n_ctx = str(getattr(model.config, "max_position_embeddings", 2048))
+    banned = {str(i): -1e9 for i in {*_eos_ids(model, tok), *tok.all_special_ids}}
+    return Flavor(
+        "llama.cpp",
+        [
+            *(sys.executable, "-m", "llama_cpp.server", "--model", str(gguf)),
+            *("--n_ctx", n_ctx, "--n_threads", threads, "--n_threads_batch", threads),
+            *("--cache", "true", "--cache_type", "ram", "--cache_size", str(8 << 30)),
+            *("--logits_all", "false", "--interrupt_requests", "false", "--verbose", "true"),
+        ],
+        "/v1/completions",
+        lambda prompt, seed, n_tokens: {
+            **SAMPLING,
+            "prompt": prompt,
+            "seed": seed,
+            "max_tokens": n_tokens,
+            # no ignore_eos; it stops at any end-of-generation token (<|endoftext|> too)
+            "logit_bias": banned,
+        },
+        lambda reply: ServerReply(
+            reply["choices"][0]["text"],
+            reply["usage"]["prompt_tokens"],
+            reply["usage"]["completion_tokens"],
+            None,
+        ),
+    )
+
+
+def slot_context(tok: Any, rollouts: list[Rollout], system: str, args: argparse.Namespace) -> int:
+    """Context per llama-server slot: the longest conversation with its replies counted at 4
+    tokens per sampled token (re-tokenized text can be longer than the ids: a split UTF-8
+    character comes back as U+FFFD, 3 byte tokens), rounded up to 256."""
+    longest = 0
+    for r in rollouts:
+        messages = first_messages(r, system)
+        for tool in r.tool_results:
+            messages += [{"role": "assistant", "content": ""}, {"role": "user", "content": tool}]
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        longest = max(longest, len(tok(text, add_special_tokens=False)["input_ids"]))
+    return -(-(longest + 4 * args.max_tokens * args.turns) // 256) * 256
+
+
+def cpp_server(
+    binary: str, gguf: Path, tok: Any, rollouts: list[Rollout], args: argparse.Namespace
+) -> Flavor:
+    """``llama-server``: a slot per concurrent rollout, batched together (continuous
+    batching); each slot keeps its KV cache between requests (``cache_prompt``)."""
+    threads = str(os.cpu_count() or 1)
+    system = system_prompt([t.spec for t in default_tools().values()])
+    parallel = len(rollouts)
+    n_ctx = parallel * slot_context(tok, rollouts, system, args)  # split evenly across slots
+    return Flavor(
+        "llama-server",
+        [
+            *(binary, "--model", str(gguf), "--parallel", str(parallel), "--ctx-size", str(n_ctx)),
+            *("--cont-batching", "--cache-reuse", "256", "--threads", threads),
+            *("--threads-batch", threads, "--load-mode", "none", "--no-webui"),
+        ],
+        "/completion",
+        lambda prompt, seed, n_tokens: {
+            **SAMPLING,
+            "prompt": prompt,
+            "seed": seed,
+            "n_predict": n_tokens,
+            "ignore_eos": True,  # masks the end-of-generation ids: exactly n_predict tokens
+            "cache_prompt": True,
+        },
+        lambda reply: ServerReply(
+            reply["content"], reply["tokens_evaluated"], reply["tokens_predicted"], reply["timings"]
+        ),
+    )
+
+
+class LlamaServer:
+    """A server from ``Flavor.command`` as a subprocess; its log in a file."""
+
+    def __init__(self, flavor: Flavor) -> None:
+        self.name = flavor.name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix=f"{flavor.name}-", suffix=".log")  # noqa: SIM115
+        # ggml's OpenMP threads spin between ops; on cores other work also uses, a spinning
+        # thread holds a core its partner needs: 5x slower prefill, 30x slower decode measured
+        # on a shared 2-core machine. Passive waiting costs little on idle cores.
+        env = {"OMP_WAIT_POLICY": "passive", **os.environ}
+        self.proc = subprocess.Popen(
+            [*flavor.command, "--host", "127.0.0.1", "--port", str(self.port)],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited:\n{self.log_text()[-2000:]}")
+            try:  # both answer 200 once the model is loaded (llama-server 503 before)
+                if (await client.get(f"{self.url}/v1/models")).status_code == 200:
+                    return
+            except httpx.TransportError:  # not listening yet
+                pass
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"{self.name} not up after {timeout_s:.0f} s")
+
+    def log_text(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+async def server_rollout(
+    client: httpx.AsyncClient,
+    url: str,
+    flavor: Flavor,
+    tok: Any,
+    r: Rollout,
+    system: str,
+    args: argparse.Namespace,
+    out: Result,
+    replies: list[ServerReply],
+    checks: dict[str, int],
+) -> None:
+    messages = first_messages(r, system)
+    for turn in range(args.turns):
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        n_prompt = len(tok(text, add_special_tokens=False)["input_ids"])
+        start = time.perf_counter()
+        body = flavor.request(text, r.seed * 100 + turn, args.max_tokens)
+        response = await client.post(url + flavor.endpoint, json=body)
+        response.raise_for_status()
+        reply = flavor.parse(response.json())
+        out.turn_s.append(time.perf_counter() - start)
+        replies.append(reply)
+        out.prompt_lengths.append(reply.prompt_tokens)
+        out.prompt_tokens += reply.prompt_tokens
+        out.generated += reply.completion_tokens
+        checks["prompt tokens differ"] += reply.prompt_tokens != n_prompt
+        checks["short replies"] += reply.completion_tokens < args.max_tokens
+        if turn + 1 < args.turns:
+            messages.append({"role": "assistant", "content": reply.text})
+            messages.append({"role": "user", "content": r.tool_results[turn]})
+
+
+async def run_llama_server(
+    flavor: Flavor, tok: Any, rollouts: list[Rollout], args: argparse.Namespace
+) -> Result:
+    system = system_prompt([t.spec for t in default_tools().values()])
+    server = LlamaServer(flavor)
+    limits = httpx.Limits(max_connections=len(rollouts) + 1)
+    out = Result(flavor.name, rollouts=len(rollouts))
+    replies: list[ServerReply] = []
+    checks = {"prompt tokens differ": 0, "short replies": 0}
+    try:
+        async with httpx.AsyncClient(timeout=None, limits=limits) as client:
+            await server.wait_ready(client)
+            warm = tok.apply_chat_template(
+                [{"role": "user", "content": "Say hello."}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            warm_body = flavor.request(warm, 0, 4)
+            (await client.post(server.url + flavor.endpoint, json=warm_body)).raise_for_status()
+            log_start = len(server.log_text())
+            start = time.perf_counter()
+            await asyncio.gather(
+                *[
+                    server_rollout(
+                        client, server.url, flavor, tok, r, system, args, out, replies, checks
+                    )
+                    for r in rollouts
+                ]
+            )
+            out.wall_s = time.perf_counter() - start
+        log = server.log_text()[log_start:]
+    finally:
+        server.close()
+    if replies[0].timings is None:  # the Python server logs them
+        prompt = [(float(ms), int(n)) for ms, n in PERF_PROMPT.findall(log)]
+        decode_ms = [float(ms) for ms, _ in PERF_DECODE.findall(log)]
+    else:
+        prompt = [(t["prompt_ms"], int(t["prompt_n"])) for t in (r.timings for r in replies)]
+        decode_ms = [r.timings["predicted_ms"] for r in replies]
+    out.reused = out.prompt_tokens - sum(n for _, n in prompt)
+    prefill_s, decode_s = sum(ms for ms, _ in prompt) / 1000, sum(decode_ms) / 1000
+    overlap = flavor.name == "llama-server" and len(rollouts) > 1
+    if overlap:  # requests in slots run at once: their times overlap, they do not split the wall
+        out.notes.append(
+            f"{flavor.name}: per-request prefill {prefill_s:.1f} s, decode {decode_s:.1f} s "
+            "summed over requests that ran at once (not a split of the wall time)"
+        )
+    else:
+        out.seconds = {"prefill": prefill_s, "decode": decode_s}
+        out.seconds["other"] = out.wall_s - prefill_s - decode_s
+    out.notes.append(
+        f"{flavor.name}: {len(prompt)}/{len(rollouts) * args.turns} requests timed; server "
+        f"prompt token count differs from HF's for the same text: "
+        f"{checks['prompt tokens differ']}; replies short of {args.max_tokens} tokens: "
+        f"{checks['short replies']}; "
+        + shlex.join("python" if c == sys.executable else c for c in flavor.command)
+    )
+    return out
+
+
 # -- report -----------------------------------------------------------------------------
 
 
 def table(results: list[Result]) -> list[str]:
     parts = ["prefill", "decode", "sample", "cache store", "other"]
     head = (
-        f"{'config':>8} | {'tok/s':>6} | {'wall s':>6} | {'prefilled':>9} | {'reused':>6} | "
-        f"{'hit':>5} | {'TTFT s':>6} | " + " ".join(f"{p:>11}" for p in parts)
+        f"{'config':>10} | {'tok/s':>6} | {'roll/s':>6} | {'wall s':>6} | {'prefilled':>9} | "
+        f"{'reused':>6} | {'hit':>4} | {'TTFT':>5} | {'p50':>5} | {'p95':>5} | "
+        + " ".join(f"{p:>11}" for p in parts)
     )
     lines = [
-        f"{'':>8} | {'':>6} | {'':>6} | {'prompt tokens':^26} | {'median':>6} | "
-        "wall time by part, s",
+        f"{'':>10} | {'':>6} | {'':>6} | {'':>6} | {'prompt tokens':^25} | {'median':>5} | "
+        f"{'turn s':^11} | wall time by part, s",
         head,
         "-" * len(head),
     ]
@@ -344,12 +680,85 @@ def table(results: list[Result]) -> list[str]:
         seconds = " ".join(
             f"{r.seconds[p]:>11.1f}" if p in r.seconds else f"{'-':>11}" for p in parts
         )
+        ttft = f"{statistics.median(r.first_token_s):>5.2f}" if r.first_token_s else f"{'-':>5}"
+        p95 = statistics.quantiles(r.turn_s, n=20)[-1] if len(r.turn_s) > 1 else r.turn_s[0]
         lines.append(
-            f"{r.name:>8} | {r.tokens_per_s:>6.1f} | {r.wall_s:>6.1f} | {computed:>9} | "
-            f"{r.reused:>6} | {r.reused / r.prompt_tokens:>5.0%} | "
-            f"{statistics.median(r.first_token_s):>6.2f} | {seconds}"
+            f"{r.name:>10} | {r.tokens_per_s:>6.1f} | {r.rollouts_per_s:>6.3f} | "
+            f"{r.wall_s:>6.1f} | {computed:>9} | {r.reused:>6} | "
+            f"{r.reused / r.prompt_tokens:>4.0%} | {ttft} | "
+            f"{statistics.median(r.turn_s):>5.2f} | {p95:>5.2f} | {seconds}"
         )
     return lines
+
+
+def ratios(results: list[Result]) -> str:
+    """``reuse/X`` throughput ratios, for every other configuration that ran beside reuse."""
+    by_name = {r.name: r for r in results}
+    base = by_name.get("reuse", results[0])
+    return "  ".join(
+        f"{base.name}/{r.name} {base.tokens_per_s / r.tokens_per_s:.2f}x"
+        for r in results
+        if r is not base
+    )
+
+
+def workloads(names: list[str], rollouts: list[Rollout]) -> list[tuple[str, list[Rollout]]]:
+    chosen = {"single": rollouts[:1], "group": rollouts[:G], "agent": rollouts}
+    out: list[tuple[str, list[Rollout]]] = []
+    for name in names:
+        if any(len(w) == len(chosen[name]) for _, w in out):
+            print(f"workload {name}: the same rollouts as one before it; skipped")
+            continue
+        out.append((name, chosen[name]))
+    return out
+
+
+def pick(flag: str, value: str, allowed: tuple[str, ...]) -> list[str]:
+    names = [v for v in value.split(",") if v]
+    unknown = set(names) - set(allowed)
+    if unknown or not names:
+        raise SystemExit(f"{flag}: choose from {','.join(allowed)} (got {value!r})")
+    return names
+
+
+async def run_config(
+    name: str, loaded: Any, bf16: Any, rollouts: list[Rollout], args: argparse.Namespace
+) -> Result:
+    model, tok = loaded.model, loaded.tokenizer
+    if name == "generate":
+        return run_generate(model, tok, rollouts, args)
+    if name in ("llama.cpp", "llama-server"):
+        gguf = llama_cpp_gguf(args.model)
+        assert gguf is not None
+        if name == "llama.cpp":
+            flavor = python_server(gguf, model, tok, args)
+        else:
+            flavor = cpp_server(args.llama_server, gguf, tok, rollouts, args)
+        return await run_llama_server(flavor, tok, rollouts, args)
+    kwargs = {"prefix_cache_tokens": 0} if name == "no-reuse" else {}
+    engine_model = bf16 if name == "reuse-bf16" else model
+    engine = LocalEngine(engine_model, tok, max_batch=len(rollouts), **kwargs)
+    return await run_engine(name, engine, tok, rollouts, args)
+
+
+def runnable(configs: list[str], args: argparse.Namespace) -> list[str]:
+    """Drops the llama.cpp servers, saying why, where they cannot run."""
+    why = {}
+    if importlib.util.find_spec("llama_cpp") is None:
+        why["llama.cpp"] = "llama_cpp is not importable (pip install 'llama-cpp-python[server]')"
+    if not (args.llama_server and os.access(args.llama_server, os.X_OK)):
+        why["llama-server"] = (
+            f"no llama-server binary at {args.llama_server!r} (build llama.cpp's llama-server "
+            "target; pass --llama-server PATH or set LLAMA_SERVER)"
+            if args.llama_server
+            else "no llama-server binary given (--llama-server PATH or LLAMA_SERVER)"
+        )
+    if llama_cpp_gguf(args.model) is None:
+        for name in ("llama.cpp", "llama-server"):
+            why.setdefault(name, f"llama.cpp serves a .gguf file; model {args.model!r} is none")
+    for name in [c for c in configs if c in why]:
+        print(f"{name}: skipped: {why[name]}")
+    return [c for c in configs if c not in why]
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -363,50 +772,70 @@ async def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="1 group, 2 turns, 16 tokens/turn")
     parser.add_argument("--seed", type=int, default=0, help="tasks, tool results, sampling")
+    parser.add_argument(
+        "--configs", default=",".join(CONFIGS), help=f"some of {','.join(CONFIGS)} (all)"
+    )
+    parser.add_argument(
+        "--llama-server",
+        default=os.environ.get("LLAMA_SERVER"),
+        help="llama.cpp's llama-server binary (default: $LLAMA_SERVER)",
+    )
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"some of {','.join(WORKLOADS)} (all)"
+    )
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     low, high = (int(x) for x in args.tool_tokens.split(","))
+    configs = pick("--configs", args.configs, CONFIGS)
+    names = pick("--workloads", args.workloads, WORKLOADS)
 
     print("$ " + shlex.join(["python", "bench/agent_rollouts.py", *(argv or sys.argv[1:])]))
+    configs = runnable(configs, args)
     loaded = load_model(args.model)
     model, tok = loaded.model, loaded.tokenizer
     model.generation_config.pad_token_id = tok.pad_token_id
+    bf16 = copy.deepcopy(model).to(torch.bfloat16) if "reuse-bf16" in configs else None
     rollouts = build_workload(tok, args.groups, args.turns, (low, high), args.seed)
     load_before = os.getloadavg()[0]
 
-    results = []
-    for name, cache in (("reuse", None), ("no-reuse", 0)):
-        kwargs = {} if cache is None else {"prefix_cache_tokens": cache}
-        engine = LocalEngine(model, tok, max_batch=len(rollouts), **kwargs)
-        results.append(await run_engine(name, engine, tok, rollouts, args))
-        print(f"  {name}: {results[-1].tokens_per_s:.1f} tok/s", flush=True)
-    results.append(run_generate(model, tok, rollouts, args))
-    print(f"  generate: {results[-1].tokens_per_s:.1f} tok/s", flush=True)
-    reuse, no_reuse, generate = results
+    runs: list[tuple[str, list[Result]]] = []
+    for workload, chosen in workloads(names, rollouts):
+        results = []
+        for name in configs:
+            results.append(await run_config(name, loaded, bf16, chosen, args))
+            print(f"  {workload} {name}: {results[-1].tokens_per_s:.1f} tok/s", flush=True)
+        runs.append((workload, results))
 
-    lengths = reuse.prompt_lengths
-    same = sum(reuse.replies[k] == no_reuse.replies[k] for k in reuse.replies)
     print(
         f"model {loaded.name}: {args.groups} groups x {G} rollouts x {args.turns} turns, "
         f"{args.max_tokens} new tokens per turn, temperature 1.0, tool results {low}-{high} "
-        f"tokens, prompts {min(lengths)}-{max(lengths)} tokens; torch {torch.__version__} on "
-        f"{torch.get_num_threads()} CPU threads"
+        f"tokens; torch {torch.__version__} on {torch.get_num_threads()} CPU threads"
     )
     print(
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
         f"({os.cpu_count()} cores; other work on them lowers all sides unevenly)"
     )
-    print("\n".join(table(results)))
-    print(
-        f"generate also computed {generate.padding} padding positions; replies identical "
-        f"with and without reuse: {same}/{len(reuse.replies)}"
-    )
-    print(
-        f"reuse/no-reuse {reuse.tokens_per_s / no_reuse.tokens_per_s:.2f}x  "
-        f"reuse/generate {reuse.tokens_per_s / generate.tokens_per_s:.2f}x"
-    )
+    print("computes in: " + "; ".join(f"{c} {COMPUTES_IN[c]}" for c in configs))
+    for workload, results in runs:
+        lengths = results[0].prompt_lengths
+        print(
+            f"\n{workload}: {results[0].rollouts} rollouts at once, "
+            f"prompts {min(lengths)}-{max(lengths)} tokens"
+        )
+        print("\n".join(table(results)))
+        by_name = {r.name: r for r in results}
+        if "generate" in by_name:
+            print(f"generate also computed {by_name['generate'].padding} padding positions")
+        if "reuse" in by_name and "no-reuse" in by_name:
+            reuse, no_reuse = by_name["reuse"], by_name["no-reuse"]
+            same = sum(reuse.replies[k] == no_reuse.replies[k] for k in reuse.replies)
+            print(f"replies identical with and without reuse: {same}/{len(reuse.replies)}")
+        for note in (n for r in results for n in r.notes):
+            print(note)
+        if len(results) > 1:
+            print(ratios(results))
     return 0
 
 

@@ -21,5 +21,10 @@ async def test_agent_rollouts_bench_prints_ratios_last(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "$ python bench/agent_rollouts.py " + " ".join(argv)
     rows = {line.split("|")[0].strip(): line for line in lines if "|" in line}
-    assert {"reuse", "no-reuse", "generate"} <= rows.keys()
-    assert re.fullmatch(r"reuse/no-reuse \d+\.\d\dx  reuse/generate \d+\.\d\dx", lines[-1])
+    assert {"reuse", "reuse-bf16", "no-reuse", "generate"} <= rows.keys()
+    assert "llama.cpp: skipped" in "\n".join(lines)  # tiny has no GGUF file
+    assert "llama-server: skipped" in "\n".join(lines)
+    assert re.fullmatch(
+        r"reuse/reuse-bf16 \d+\.\d\dx  reuse/no-reuse \d+\.\d\dx  reuse/generate \d+\.\d\dx",
+        lines[-1],
+    )
