@@ -121,7 +121,6 @@ import os
 import random
 import re
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -140,6 +139,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from cheetah.bundled import TASK_SETS
+from cheetah.core.ports import free_port
 from cheetah.harness.loop import system_prompt
 from cheetah.harness.protocol import ToolResult, render_results
 from cheetah.inference.local import LocalEngine, _eos_ids
@@ -418,12 +418,6 @@ def llama_cpp_gguf(spec: str) -> Path | None:
     if spec == "default":
         return default_gguf_path()
     return Path(spec) if spec.endswith(".gguf") else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

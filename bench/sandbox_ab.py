@@ -27,9 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from cheetah.core.ports import free_port
 from cheetah.harness.protocol import parse_message, render_call
 from cheetah.sandbox.client import EnvClient
-from cheetah.sandbox.launch import free_port
 from cheetah.tasks.checkout import pack_tree
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,13 +22,14 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+
+from cheetah.core.ports import free_port
 
 
 class LlamaCppError(RuntimeError):
@@ -45,12 +46,6 @@ def find_server() -> list[str] | None:
     if importlib.util.find_spec("llama_cpp") is not None:
         return [sys.executable, "-m", "llama_cpp.server"]
     return None
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class LlamaCppServer:
@@ -76,7 +71,7 @@ class LlamaCppServer:
                 "llama.cpp is not installed: set $LLAMA_SERVER to a llama-server binary, "
                 "or `make bench-llama` (builds llama-cpp-python from source)"
             )
-        self.host, self.port = host, port or _free_port(host)
+        self.host, self.port = host, port or free_port(host)
         self.api_key = api_key or secrets.token_urlsafe(24)
         threads = threads or os.cpu_count() or 1
         if command[-1] == "llama_cpp.server":

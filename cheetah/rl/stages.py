@@ -28,7 +28,7 @@ from cheetah.progress import Pace
 from cheetah.rl.reward import call_success_rate
 from cheetah.rl.scheduler import Finished, RolloutSpec
 from cheetah.tasks.metrics import behaviour, trajectory_metrics
-from cheetah.tasks.patch import parse_patch
+from cheetah.tasks.patch import patch_paths
 from cheetah.tasks.schema import Task
 from cheetah.tasks.stats import compare, wilcoxon_signed_rank, wilson_interval
 
@@ -37,7 +37,7 @@ def target_files(task: Task) -> set[str] | None:
     """The files the task's reference patch changes (None without one)."""
     if not task.reference_patch:
         return None
-    return {p.path for p in parse_patch(task.reference_patch)} or None
+    return patch_paths(task.reference_patch) or None
 
 
 def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dict[str, Any]:

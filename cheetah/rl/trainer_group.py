@@ -31,12 +31,12 @@ from typing import Any
 
 import ray
 
+from cheetah.core.ports import free_port
 from cheetah.inference.ray_engine import RayEngine
 from cheetah.rl.config import TrainConfig, TrainRunConfig
 from cheetah.rl.data import Sample
 from cheetah.rl.sharding import split_for_rank
 from cheetah.rl.trainer import StepMetrics
-from cheetah.sandbox.launch import free_port
 
 
 @ray.remote

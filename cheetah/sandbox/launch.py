@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,16 +33,10 @@ from pathlib import Path
 
 import httpx
 
+from cheetah.core.ports import free_port
 from cheetah.sandbox.config import SandboxConfig, default_base_dir
 
 PR_SET_PDEATHSIG = 1
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free on ``host`` now ("" : on every interface, for peers on other machines)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:

@@ -134,6 +134,11 @@ def _apply_file(fp: FilePatch, before: str | None) -> str | None:
     return "".join(out)
 
 
+def patch_paths(text: str) -> set[str]:
+    """Every path a unified diff names (old and new sides; ``PatchError`` if it is broken)."""
+    return {p for fp in parse_patch(text) for p in (fp.old_path, fp.new_path) if p}
+
+
 def patch_files(text: str, read: Callable[[str], str | None]) -> dict[str, str | None]:
     """The new content of every file ``text`` changes (``None``: deleted); nothing written.
 

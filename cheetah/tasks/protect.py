@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from pathlib import PurePosixPath
 
-from cheetah.tasks.patch import PatchError, parse_patch
+from cheetah.tasks.patch import PatchError, patch_paths
 from cheetah.tasks.schema import Task
 
 RUNNER_FILES = frozenset(
@@ -82,9 +82,7 @@ def reference_files(task: Task) -> set[str]:
     if not task.reference_patch:
         return set()
     try:
-        return {
-            p for fp in parse_patch(task.reference_patch) for p in (fp.old_path, fp.new_path) if p
-        }
+        return patch_paths(task.reference_patch)
     except PatchError:
         return set()
 

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from cheetah.sandbox.launch import free_port
+from cheetah.core.ports import free_port
 from tests.dashboard.conftest import AUTH, TOKEN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -216,7 +216,8 @@ def test_train_rolls_out_on_remote_servers_and_syncs_through_checkpoints(tmp_pat
     """Engine and env servers both outside the job: `cheetah serve` and `cheetah env serve`."""
     import httpx
 
-    from cheetah.sandbox.launch import EnvServerProcess, free_port
+    from cheetah.core.ports import free_port
+    from cheetah.sandbox.launch import EnvServerProcess
 
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
