@@ -44,7 +44,7 @@ another in one process:
   and the longest-prefix entry is loaded for the next request) and from the context still
   holding the previous request's tokens. ``n_ctx`` is the model's context (every conversation
   fits), ``n_threads`` the CPU count, ``logits_all`` off (no logits for prompt positions),
-  ``OMP_WAIT_POLICY=passive`` unless set (see ``LlamaServer``).
+  ``OMP_WAIT_POLICY=passive`` unless set (see ``cheetah/inference/llama_cpp_server.py``).
   Each rollout is an asyncio task sending ``/v1/completions`` requests, as many at once as the
   engine sees; the prompt is the text of the same chat rendered by the model's chat template
   (checked: the server's prompt token count equals the HF tokenizer's for that text; its
@@ -122,7 +122,6 @@ import random
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -139,9 +138,9 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from cheetah.bundled import TASK_SETS
-from cheetah.core.ports import free_port
 from cheetah.harness.loop import system_prompt
 from cheetah.harness.protocol import ToolResult, render_results
+from cheetah.inference.llama_cpp_server import LlamaCppServer
 from cheetah.inference.local import LocalEngine, _eos_ids
 from cheetah.inference.protocol import Completion, SamplingParams
 from cheetah.model.chat import prompt_token_ids
@@ -515,51 +514,6 @@ def cpp_server(
     )
 
 
-class LlamaServer:
-    """A server from ``Flavor.command`` as a subprocess; its log in a file."""
-
-    def __init__(self, flavor: Flavor) -> None:
-        self.name = flavor.name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(prefix=f"{flavor.name}-", suffix=".log")  # noqa: SIM115
-        # ggml's OpenMP threads spin between ops; on cores other work also uses, a spinning
-        # thread holds a core its partner needs: 5x slower prefill, 30x slower decode measured
-        # on a shared 2-core machine. Passive waiting costs little on idle cores.
-        env = {"OMP_WAIT_POLICY": "passive", **os.environ}
-        self.proc = subprocess.Popen(
-            [*flavor.command, "--host", "127.0.0.1", "--port", str(self.port)],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-
-    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited:\n{self.log_text()[-2000:]}")
-            try:  # both answer 200 once the model is loaded (llama-server 503 before)
-                if (await client.get(f"{self.url}/v1/models")).status_code == 200:
-                    return
-            except httpx.TransportError:  # not listening yet
-                pass
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"{self.name} not up after {timeout_s:.0f} s")
-
-    def log_text(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
 async def server_rollout(
     client: httpx.AsyncClient,
     url: str,
@@ -597,35 +551,38 @@ async def run_llama_server(
     flavor: Flavor, tok: Any, rollouts: list[Rollout], args: argparse.Namespace
 ) -> Result:
     system = system_prompt([t.spec for t in default_tools().values()])
-    server = LlamaServer(flavor)
+    server = LlamaCppServer.from_command(flavor.command, flavor.name)
+    log_file = Path(tempfile.mkstemp(prefix=f"{flavor.name}-", suffix=".log")[1])
+    base_url = f"http://{server.host}:{server.port}"
     limits = httpx.Limits(max_connections=len(rollouts) + 1)
     out = Result(flavor.name, rollouts=len(rollouts))
     replies: list[ServerReply] = []
     checks = {"prompt tokens differ": 0, "short replies": 0}
     try:
+        await asyncio.to_thread(server.start, 120.0, log_file)  # the log says why if not
         async with httpx.AsyncClient(timeout=None, limits=limits) as client:
-            await server.wait_ready(client)
             warm = tok.apply_chat_template(
                 [{"role": "user", "content": "Say hello."}],
                 tokenize=False,
                 add_generation_prompt=True,
             )
             warm_body = flavor.request(warm, 0, 4)
-            (await client.post(server.url + flavor.endpoint, json=warm_body)).raise_for_status()
-            log_start = len(server.log_text())
+            (await client.post(base_url + flavor.endpoint, json=warm_body)).raise_for_status()
+            log_start = len(log_file.read_text(errors="replace"))
             start = time.perf_counter()
             await asyncio.gather(
                 *[
                     server_rollout(
-                        client, server.url, flavor, tok, r, system, args, out, replies, checks
+                        client, base_url, flavor, tok, r, system, args, out, replies, checks
                     )
                     for r in rollouts
                 ]
             )
             out.wall_s = time.perf_counter() - start
-        log = server.log_text()[log_start:]
+        log = log_file.read_text(errors="replace")[log_start:]
+        log_file.unlink()
     finally:
-        server.close()
+        server.stop()
     if replies[0].timings is None:  # the Python server logs them
         prompt = [(float(ms), int(n)) for ms, n in PERF_PROMPT.findall(log)]
         decode_ms = [float(ms) for ms, _ in PERF_DECODE.findall(log)]

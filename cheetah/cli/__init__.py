@@ -8,7 +8,16 @@ handler, returning the exit code). The CLI is the top layer: it may import any p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+# Every process of a run shares the machine's cores with the others (the engine, the trainer,
+# rollout workers, sandboxed test runs). OpenMP threads that spin while they wait hold a core
+# another process needs: a decode step of the engine took 3x as long beside one busy process
+# (BENCHMARKS.md, "Threads that wait"). Passive waiting costs little on free cores. Set before
+# torch loads (OpenMP reads it once) and inherited by child processes (Ray's local cluster,
+# the env server); an OMP_WAIT_POLICY already set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from cheetah import __version__
 from cheetah.cli import agent, dashboard, env, eval, export, moe, search, tasks, tools, train

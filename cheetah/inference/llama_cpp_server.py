@@ -72,7 +72,7 @@ class LlamaCppServer:
                 "or `make bench-llama` (builds llama-cpp-python from source)"
             )
         self.host, self.port = host, port or free_port(host)
-        self.api_key = api_key or secrets.token_urlsafe(24)
+        self.api_key: str | None = api_key or secrets.token_urlsafe(24)
         threads = threads or os.cpu_count() or 1
         if command[-1] == "llama_cpp.server":
             args = [
@@ -91,6 +91,16 @@ class LlamaCppServer:
         self.name = gguf.stem
         self.proc: subprocess.Popen | None = None
 
+    @classmethod
+    def from_command(cls, command: list[str], name: str, host: str = "127.0.0.1") -> LlamaCppServer:
+        """A server run as ``command`` says (a benchmark's own model and flags), with only
+        ``--host`` and a free ``--port`` added: no API key, so for loopback measurements."""
+        server = cls.__new__(cls)
+        server.host, server.port, server.api_key = host, free_port(host), None
+        server.command = [*command, "--host", host, "--port", str(server.port)]
+        server.name, server.proc = name, None
+        return server
+
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
@@ -102,7 +112,7 @@ class LlamaCppServer:
             self.command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         deadline = time.monotonic() + timeout_s
-        headers = {"Authorization": f"Bearer {self.api_key}"}
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LlamaCppError(

@@ -18,11 +18,23 @@ class EngineActor:
     """The inference engine in its own process; the trainer reaches it through Ray."""
 
     def __init__(
-        self, spec: str, mxfp8: bool = False, device: str = "cpu", **engine_args: Any
+        self,
+        spec: str,
+        mxfp8: bool = False,
+        device: str = "cpu",
+        threads: int | None = None,
+        **engine_args: Any,
     ) -> None:
-        """``engine_args`` go to ``LocalEngine`` (``max_batch``, ``max_batch_tokens``, ...)."""
+        """``engine_args`` go to ``LocalEngine`` (``max_batch``, ``max_batch_tokens``, ...).
+        ``threads``: torch's CPU threads here (Ray starts an actor that asks for no CPUs with
+        ``OMP_NUM_THREADS=1``: one core for the run's critical path)."""
+        import torch
+
         from cheetah.inference.local import LocalEngine  # torch only in the actor's process
         from cheetah.model.loading import load_policy
+
+        if threads:
+            torch.set_num_threads(threads)
 
         loaded = load_policy(spec, mxfp8)
         loaded.model.to(device)

@@ -41,6 +41,12 @@ class LossConfig(BaseModel):
     is_cap: float = Field(
         2.0, gt=0.0, description="truncation of the proximal/behaviour importance weight"
     )
+    kl_coef: float = Field(
+        0.0,
+        ge=0.0,
+        description="weight of a KL penalty to the policy RL started from (the SFT "
+        "checkpoint when the run has a warm start); 0: none and no reference model is loaded",
+    )
 
 
 class TrainConfig(BaseModel):
@@ -90,6 +96,12 @@ class ModelSection(_Section):
         description="default | tiny | a HF directory (a MoE from `cheetah moe upcycle` too)",
     )
     max_batch: int = Field(16, ge=1, description="engine batch (concurrent sequences)")
+    engine_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads of the run's local engine (unset: as many as the machine has "
+        "cores; Ray alone would give it one)",
+    )
     max_batch_tokens: int = Field(
         65536, ge=1, description="engine KV bound: rows x (longest prompt + max_new_tokens)"
     )

@@ -150,6 +150,7 @@ class TrainJob:
                 cfg.model.spec,
                 cfg.train.mxfp8,
                 cfg.model.device,
+                cfg.model.engine_threads or os.cpu_count(),
                 max_batch=cfg.model.max_batch,
                 max_batch_tokens=cfg.model.max_batch_tokens,
                 **({} if cfg.model.prefix_cache_tokens is None
@@ -273,6 +274,15 @@ class TrainJob:
         self.log(f"resumed at step {step}: {len(finished)} finished rollouts back from the store")
         return step
 
+    def _load_reference(self) -> None:
+        """The KL penalty's reference: the policy RL starts from, which is the SFT checkpoint
+        when this run has one (also on ``--resume`` from a later RL step), else the model the
+        run started with."""
+        sft = self.dir / "checkpoints" / "sft"
+        spec = str(sft) if sft.exists() else self.cfg.model.spec
+        self.trainer.set_reference(spec, self.cfg.train.mxfp8)
+        self.log(f"KL penalty {self.cfg.train.loss.kl_coef:g} to the reference policy {spec}")
+
     async def rl(self) -> None:
         cfg = self.cfg
         r = cfg.rollout
@@ -288,6 +298,9 @@ class TrainJob:
             dynamic_sampling=r.dynamic_sampling,
             max_resampled=r.max_resampled_groups,
         )
+        if cfg.train.loss.kl_coef > 0:
+            with self.clock.phase("startup"):
+                self._load_reference()
         step = self._resume_state(scheduler) if self.resume else 0
         if step:
             await self.trainer.sync_to(self.sync_targets)

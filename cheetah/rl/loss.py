@@ -15,12 +15,20 @@
   weight; on later updates of the same batch the clip bounds the ratio.
   Tokens are averaged over all unmasked tokens of the batch (token-level mean), so
   long rollouts weigh by their tokens, not by one sample each.
+- an optional KL penalty to a *reference* policy (``kl_coef`` > 0; the trainer's
+  reference is the policy RL started from, the SFT checkpoint in a run with a warm start):
+  per sampled token the k3 estimate ``exp(ref - lp) - (ref - lp) - 1`` (>= 0, unbiased for
+  KL(policy || reference) on the policy's own samples), token-averaged like the policy
+  term and added times ``kl_coef``. The truncated importance weight, the staleness bound and
+  the clip keep each *update* near the policy that sampled; they do not stop many small
+  updates from walking away from what SFT taught (the tool-call format first: ten steps of
+  four updates lost 8 tasks, BENCHMARKS.md); the penalty holds the policy to it, and most
+  strongly against lowering a token's probability (k3's gradient grows as exp(ref - lp)).
 - metrics: clip fraction, trainer-versus-engine mismatch (KL estimate k3 and the max
-  absolute logprob difference), importance weights, entropy (from logits).
+  absolute logprob difference), importance weights, the KL to the reference, entropy.
 
-Deliberately left out: a KL penalty to a reference model (the truncated importance weight
-and the staleness bound keep each update near the policy that sampled, and the clip bounds
-the later updates of a batch), value functions (group baselines replace them).
+Deliberately left out: value functions (group baselines replace them), a KL term on the
+whole vocabulary (the sampled-token estimate needs no second set of logits kept).
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ class LossOutput:
     mismatch_max_abs: float
     is_weight_mean: float
     tokens: int
+    reference_kl: float = 0.0
 
 
 def policy_loss(
@@ -71,9 +80,11 @@ def policy_loss(
     mask: torch.Tensor,
     cfg: LossConfig = DEFAULT_LOSS,
     proximal_logprobs: torch.Tensor | None = None,
+    reference_logprobs: torch.Tensor | None = None,
 ) -> LossOutput:
     """Clipped PG loss over [batch, tokens] logprobs of the sampled tokens; ``mask`` is 1 on
-    tokens the policy produced. ``advantages`` is per sample [batch] or per token."""
+    tokens the policy produced. ``advantages`` is per sample [batch] or per token. With
+    ``reference_logprobs`` and ``cfg.kl_coef`` > 0 the KL penalty is added."""
     mask = mask.to(logprobs.dtype)
     n = mask.sum().clamp(min=1)
     adv = advantages[:, None].expand_as(logprobs) if advantages.dim() == 1 else advantages
@@ -87,6 +98,12 @@ def policy_loss(
     clipped = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
     per_token = -torch.minimum(ratio * adv, clipped * adv) * weight
     loss = (per_token * mask).sum() / n
+    ref_kl = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
+    if reference_logprobs is not None:
+        log_ratio = reference_logprobs.detach() - logprobs
+        ref_kl = ((torch.exp(log_ratio) - log_ratio - 1) * mask).sum() / n
+        if cfg.kl_coef:
+            loss = loss + cfg.kl_coef * ref_kl
     with torch.no_grad():
         was_clipped = ((ratio * adv) > (clipped * adv)).to(mask.dtype)
         diff = (logprobs.detach() - behaviour) * mask
@@ -98,6 +115,7 @@ def policy_loss(
             mismatch_max_abs=float(diff.abs().max()) if bool(mask.any()) else 0.0,
             is_weight_mean=float((weight * mask).sum() / n),
             tokens=int(mask.sum()),
+            reference_kl=float(ref_kl.detach()),
         )
 
 

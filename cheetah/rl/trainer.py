@@ -16,7 +16,11 @@ step is a token-level policy gradient weighted by the truncated importance weigh
 min(pi_proximal / pi_behaviour, is_cap), which corrects for the engine's staleness and
 numerics. With more updates per batch (PPO epochs: more learning per rollout, which is
 what costs on CPU), each later update's ratio is against those first logprobs and
-``loss.clip_low``/``clip_high`` bound it. SFT uses the same batching with a token-level
+``loss.clip_low``/``clip_high`` bound it. With ``loss.kl_coef`` > 0 the job first calls
+``set_reference`` (the weights RL starts from, loaded as a second, frozen model: memory for
+one more copy of the weights); each micro-batch's reference logprobs are computed once per
+batch, without gradients, and the loss adds the KL penalty to them (with a reference and
+``kl_coef`` 0, the KL is only reported). SFT uses the same batching with a token-level
 cross-entropy on the masked-in tokens. bf16 autocast is used only where it helps
 (``bf16=True``; CUDA, or CPUs with fast bf16).
 
@@ -67,6 +71,7 @@ class StepMetrics:
     mismatch_max_abs: float = 0.0
     is_weight_mean: float = 1.0
     entropy: float = 0.0
+    reference_kl: float = 0.0
     step_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -100,6 +105,7 @@ class Trainer:
         )
         self.step_count = 0
         self.version = 0
+        self.reference: Any = None  # ``set_reference``: the KL penalty's frozen policy
         if self.cfg.grad_checkpointing:
             enable = (
                 getattr(model, "activation_checkpointing_enable", None)
@@ -117,16 +123,17 @@ class Trainer:
         self._prefix_cache_ok &= getattr(model, "selected_logits", None) is None
 
     def _forward(
-        self, b: dict[str, torch.Tensor], temperature: float, prefix: int = 0
+        self, b: dict[str, torch.Tensor], temperature: float, prefix: int = 0, lm: Any = None
     ) -> dict[str, torch.Tensor]:
         """Logprobs (under softmax(logits / temperature)) of the trained tokens only, flattened
         to [1, N] with what goes with them (``SelectedLogits`` says which positions run the
-        head; ``prefix`` is at most ``shared_prefix_len`` of the batch)."""
+        head; ``prefix`` is at most ``shared_prefix_len`` of the batch). ``lm``: another
+        ``SelectedLogits`` than the policy's (the reference)."""
         device = next(self.model.parameters()).device
         b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
         sel = b["mask"][:, 1:].bool()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            logits = self.lm(b["input_ids"], b["attention"], sel, prefix).float()
+            logits = (lm or self.lm)(b["input_ids"], b["attention"], sel, prefix).float()
         if temperature != 1.0:
             logits = logits / temperature
         targets = b["input_ids"][:, 1:][sel]
@@ -139,15 +146,35 @@ class Trainer:
             "mask": torch.ones(1, targets.numel(), device=device),
         }
 
+    def set_reference(self, spec: str, mxfp8: bool = False) -> None:
+        """Load the KL penalty's reference policy (``spec`` as ``model.spec``: a checkpoint
+        directory, say), frozen, on the trainer's device; unsharded on every rank."""
+        from cheetah.model.loading import load_policy
+
+        device = next(self.model.parameters()).device
+        model = load_policy(spec, mxfp8).model.to(device).eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        self.reference = SelectedLogits(model)
+
     def _run(
-        self, samples: list[Sample], objective: str, proximal: dict[int, torch.Tensor] | None = None
+        self,
+        samples: list[Sample],
+        objective: str,
+        proximal: dict[int, torch.Tensor] | None = None,
+        reference: dict[int, torch.Tensor] | None = None,
     ) -> StepMetrics:
         """One optimizer update. For RL, ``proximal`` holds each micro-batch's logprobs (by
         its index) from before the batch's first update: empty, this update fills it (the ratio
         is 1); filled, a later update on the same batch takes its ratio against them (and the
-        clip acts)."""
+        clip acts). ``reference`` is filled the same way with the reference policy's logprobs
+        when the KL penalty is on."""
         t0 = time.perf_counter()
         proximal = {} if proximal is None else proximal
+        reference = {} if reference is None else reference
+        if objective == "rl" and self.cfg.loss.kl_coef > 0 and self.reference is None:
+            raise RuntimeError("loss.kl_coef > 0 needs set_reference() before the first RL step")
+        with_kl = objective == "rl" and self.reference is not None  # kl_coef 0: reported only
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         world = sharding.world_size()
@@ -168,6 +195,7 @@ class Trainer:
                 "mismatch_max_abs",
                 "is_weight_mean",
                 "entropy",
+                "reference_kl",
             )
         }
         # sliding-window or other special cache layers: whole sequences, as without the option
@@ -182,13 +210,18 @@ class Trainer:
             mb = mb if mb is not None else samples[:1]
             temperature = self.temperature if objective == "rl" else 1.0
             prefix = shared_prefix_len(mb) if share_prefix and len(mb) > 1 else 0
-            f = self._forward(pad_batch(mb, self.pad_id), temperature, prefix)
+            padded = pad_batch(mb, self.pad_id)
+            f = self._forward(padded, temperature, prefix)
             lp, mask = f["lp"], f["mask"]
             if lp.numel() == 0 or not counted:
                 if world > 1:
                     (lp.sum() * 0.0).backward()
                 continue
             share = lp.numel() / total  # token-level mean over the whole batch
+            if with_kl and index not in reference:
+                with torch.no_grad():
+                    ref = self._forward(padded, temperature, prefix, self.reference)
+                reference[index] = ref["lp"]
             if objective == "rl":
                 out = policy_loss(
                     lp,
@@ -197,8 +230,10 @@ class Trainer:
                     mask,
                     self.cfg.loss,
                     proximal_logprobs=proximal.setdefault(index, lp.detach()),
+                    reference_logprobs=reference.get(index),
                 )
                 loss = out.loss
+                agg["reference_kl"] += out.reference_kl * share
                 agg["clip_fraction"] += out.clip_fraction * share
                 agg["mismatch_kl"] += out.mismatch_kl * share
                 agg["is_weight_mean"] += out.is_weight_mean * share
@@ -209,7 +244,14 @@ class Trainer:
             agg["loss"] += float(loss.detach()) * share
             agg["entropy"] += entropy_from_logits(f["logits"].detach(), mask) * share
         if world > 1:
-            keys = ("loss", "clip_fraction", "mismatch_kl", "is_weight_mean", "entropy")
+            keys = (
+                "loss",
+                "clip_fraction",
+                "mismatch_kl",
+                "is_weight_mean",
+                "entropy",
+                "reference_kl",
+            )
             summed = sharding.sum_over_ranks(
                 torch.tensor([agg[k] for k in keys], dtype=torch.float64)
             )
@@ -232,6 +274,7 @@ class Trainer:
             mismatch_max_abs=agg["mismatch_max_abs"],
             is_weight_mean=agg["is_weight_mean"] if objective == "rl" else 1.0,
             entropy=agg["entropy"],
+            reference_kl=agg["reference_kl"],
             step_s=time.perf_counter() - t0,
         )
 
@@ -243,9 +286,10 @@ class Trainer:
         """``updates_per_batch`` optimizer updates on ``samples``; the last one's metrics
         (its clip fraction is the share of tokens the clip held), the time of all."""
         proximal: dict[int, torch.Tensor] = {}
+        reference: dict[int, torch.Tensor] = {}
         spent = 0.0
         for _ in range(self.cfg.updates_per_batch):
-            metrics = self._run(samples, "rl", proximal)
+            metrics = self._run(samples, "rl", proximal, reference)
             spent += metrics.step_s
         metrics.step_s = spent
         self.step_count += 1

@@ -3,7 +3,7 @@ them (``rl/sharding.py``), driven like one ``Trainer``.
 
 Each ``TrainerRank`` joins a torch process group (gloo on CPU, NCCL on GPUs: one GPU per rank
 through Ray's placement), loads the policy, shards it and builds its ``Trainer``. The driver
-calls the group as it calls a ``Trainer`` (``rl_step``, ``sft_step``, ``set_lr``,
+calls the group as it calls a ``Trainer`` (``rl_step``, ``sft_step``, ``set_lr``, ``set_reference``,
 ``sync_to``, ``save_checkpoint``, ``load_checkpoint``, ``save_for_engines``); each call goes to
 every rank at once, since every rank takes part in each step's collectives. A step's samples
 are split by ``sharding.split_for_rank``; the metrics come back all-reduced, from rank 0.
@@ -139,6 +139,9 @@ class TrainerGroup:
     # -- the Trainer interface ---------------------------------------------------------
     def set_lr(self, lr: float) -> None:
         self._all("call", "set_lr", lr)
+
+    def set_reference(self, spec: str, mxfp8: bool = False) -> None:
+        self._all("call", "set_reference", spec, mxfp8)
 
     def rl_step(self, samples: list[Sample]) -> StepMetrics:
         return self._step("rl", samples)

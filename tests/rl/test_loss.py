@@ -66,6 +66,25 @@ def test_truncated_importance_weight_and_mismatch_metrics():
     assert out.mismatch_kl == pytest.approx(((3 - 1) - d) / 2)
 
 
+def test_kl_penalty_to_the_reference_by_hand():
+    lp = torch.tensor([[math.log(0.5), math.log(0.25)]], requires_grad=True)
+    reference = torch.tensor([[math.log(0.5), math.log(0.5)]])  # token 2: ref/policy = 2
+    adv, mask = torch.tensor([0.0]), torch.ones(1, 2)  # no policy gradient: the penalty alone
+    out = policy_loss(lp, lp.detach(), adv, mask, LossConfig(kl_coef=0.1),
+                      reference_logprobs=reference)  # fmt: skip
+    k3 = (2 - math.log(2) - 1) / 2  # token 1 contributes 0
+    assert out.reference_kl == pytest.approx(k3)
+    assert out.loss.item() == pytest.approx(0.1 * k3)
+    out.loss.backward()
+    # d/dlp of exp(r - lp) - (r - lp) - 1 is 1 - exp(r - lp): the penalty raises the token
+    # whose probability fell below the reference's, and leaves the equal one alone
+    assert lp.grad[0, 0].item() == pytest.approx(0.0)
+    assert lp.grad[0, 1].item() == pytest.approx(0.1 * (1 - 2) / 2)
+    # without kl_coef the estimate is still reported, the loss is the policy term's
+    off = policy_loss(lp, lp.detach(), adv, mask, reference_logprobs=reference)
+    assert off.reference_kl == pytest.approx(k3) and off.loss.item() == pytest.approx(0.0)
+
+
 def test_entropy_and_token_logprobs():
     logits = torch.zeros(1, 2, 4)  # uniform over 4 tokens
     assert entropy_from_logits(logits, torch.ones(1, 2)) == pytest.approx(math.log(4))

@@ -123,6 +123,7 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
         f"train.world_size={world}",
         "train.eval_every=2",  # a learning-curve point in the middle
         "rollout.turn_cost=0.01",
+        "train.loss.kl_coef=0.05",  # the reference comes back from checkpoints/sft on resume
     ]
     log = tmp_path / "train.log"
     proc = train(tmp_path, *run, log=log)
@@ -163,6 +164,8 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "resumed at step" in resumed.stdout
+    sft = tmp_path / "quickstart" / "checkpoints" / "sft"
+    assert f"KL penalty 0.05 to the reference policy {sft}" in resumed.stdout
     with sqlite3.connect(db_path) as db:
         after = dict(db.execute("SELECT rollout_id, reward FROM rollouts").fetchall())
         steps = [r[0] for r in db.execute("SELECT DISTINCT step FROM metrics ORDER BY step")]
@@ -178,11 +181,14 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
         curve = db.execute("SELECT step FROM metrics WHERE name = 'heldout_pass_rate'").fetchall()
         shaped = dict(db.execute("SELECT step, value FROM metrics WHERE name = 'reward_mean'"))
         graded = dict(db.execute("SELECT step, value FROM metrics WHERE name = 'task_reward_mean'"))
+        kl = dict(db.execute("SELECT step, value FROM metrics WHERE name = 'train_reference_kl'"))
     assert all(after[k] == v for k, v in before.items())  # nothing finished was lost or redone
     assert steps == [1, 2, 3, 4] and untrained == (0,)
     # The policy really changed: optimizer steps with a gradient happened (shaping gives
     # groups a reward difference even when no task is solved), and truncation was counted.
     assert optimizer_steps and all(v > 0 for _, v in optimizer_steps), optimizer_steps
+    # the KL to the SFT policy: 0 before RL has moved the weights, then above 0
+    assert set(kl) == {1, 2, 3, 4} and kl[1] < 1e-6 and kl[4] > 0, kl
     assert truncation == (4,)
     assert curve == [(2,)]  # train.eval_every=2 of 4 steps: the middle point, in the store
     assert set(graded) == {1, 2, 3, 4}  # the turn cost comes off the shaped reward only

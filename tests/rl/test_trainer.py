@@ -90,6 +90,34 @@ async def test_checkpoint_round_trip(setup, tokenizer, ws, tmp_path):
     assert m1.loss == pytest.approx(m2.loss, rel=1e-5)
 
 
+async def test_kl_penalty_holds_the_policy_near_its_reference(tokenizer, ws, tmp_path):
+    from cheetah.rl.config import LossConfig
+
+    engine = LocalEngine.from_loaded(build_tiny(tokenizer=tokenizer), max_batch=4)
+    try:
+        traj = await rollout(engine, tokenizer, ws, 6)
+    finally:
+        engine.close()
+    # a negative advantage pushes the sampled tokens down; k3's gradient, 1 - exp(ref - lp),
+    # grows without bound as they fall below the reference (and stays under 1 as they rise)
+    bad = sample_from_trajectory(traj, tokenizer, advantage=-1.0)
+    start = build_tiny(tokenizer=tokenizer)
+    start.model.save_pretrained(tmp_path / "ref")
+    start.tokenizer.save_pretrained(tmp_path / "ref")
+    drift = {}
+    for coef in (0.0, 0.5):
+        cfg = TrainConfig(lr=1e-3, loss=LossConfig(kl_coef=coef))
+        trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, cfg)
+        if coef:
+            with pytest.raises(RuntimeError, match="set_reference"):
+                trainer.rl_step([bad])
+        trainer.set_reference(str(tmp_path / "ref"))  # with kl_coef 0: reported, no penalty
+        metrics = [trainer.rl_step([bad]) for _ in range(5)]
+        assert metrics[0].reference_kl == pytest.approx(0.0, abs=1e-6)  # same weights
+        drift[coef] = metrics[-1].reference_kl
+    assert 0 < drift[0.5] < drift[0.0] / 2  # the penalty holds the policy nearer its reference
+
+
 async def test_sft_step_and_bad_samples(setup, tokenizer, ws):
     from cheetah.harness.policy import ScriptedPolicy
 
