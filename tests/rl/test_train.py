@@ -187,8 +187,11 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     # The policy really changed: optimizer steps with a gradient happened (shaping gives
     # groups a reward difference even when no task is solved), and truncation was counted.
     assert optimizer_steps and all(v > 0 for _, v in optimizer_steps), optimizer_steps
-    # the KL to the SFT policy: 0 before RL has moved the weights, then above 0
-    assert set(kl) == {1, 2, 3, 4} and kl[1] < 1e-6 and kl[4] > 0, kl
+    # the KL to the SFT policy: 0 before RL has moved the weights, then above 0; a step
+    # whose groups all had equal rewards trains nothing and records no train_* metric
+    trained = sorted({s for s, _ in optimizer_steps})
+    assert sorted(kl) == trained and kl[trained[0]] < 1e-6, (kl, trained)
+    assert len(trained) == 1 or kl[trained[-1]] > 0, kl
     assert truncation == (4,)
     assert curve == [(2,)]  # train.eval_every=2 of 4 steps: the middle point, in the store
     assert set(graded) == {1, 2, 3, 4}  # the turn cost comes off the shaped reward only
