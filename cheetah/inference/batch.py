@@ -8,9 +8,13 @@ own; a group may start from cached prefix KV (``prefix_cache``, copied in; ``row
 row's KV out), so in the group's cache a row is [its prefix][padding][the rest of its prompt].
 Merging compacts each new row (its real columns gathered to the right end, the gap dropped)
 into fresh buffers holding the running rows too, so the batch is exactly as wide as its
-longest row: padding costs memory and attention in every later decode step. Finished rows
-are dropped the same way (fresh buffers, leading all-padding columns trimmed), layer by layer,
-so at most one layer's old buffers are alive beside the new ones.
+longest row: padding costs memory and attention in every later decode step. Copying the
+whole batch costs about as much as a decode step, and in an agent's rollouts a row leaves and
+comes back (its next turn) every few dozen tokens, so both are done in place where they can:
+a finished row's slot is filled by the last row, and a row that is no wider than the batch is
+merged into a free slot. Only a merge of a wider row, or a drop that leaves an eighth of the
+columns as leading padding, copies the running rows into fresh buffers (layer by layer, so at
+most one layer's old buffers are alive beside the new ones).
 
 The cache is a transformers ``DynamicCache`` whose per-layer ``keys``/``values`` we edit
 directly. Its layers are ``_SpareLayer``s: the stock layer re-concatenates the whole cache on
@@ -34,8 +38,9 @@ SPARE_COLUMNS = 64  # room added whenever a layer's buffer must grow
 
 
 class KVBatch(Generic[Row]):
-    def __init__(self, model: Any, pad_id: int) -> None:
+    def __init__(self, model: Any, pad_id: int, in_place: bool = True) -> None:
         self.model = model
+        self.in_place = in_place  # False: every drop and merge copies (bench/kv_in_place.py)
         self.pad_id = pad_id
         self.device = next(model.parameters()).device  # inputs follow the model
         self._cache_kw = cache_keyword(model)
@@ -153,26 +158,49 @@ class KVBatch(Generic[Row]):
         return cache
 
     def keep(self, indices: list[int]) -> None:
-        """Keep only these rows (in this order) and trim all-padding leading columns."""
+        """Keep only these rows; ``rows`` gives their new order.
+
+        In place where it can: a leaving row's slot is filled by a kept row from the end
+        (one row copied per leaving row, not the whole batch) and the buffers keep their row
+        capacity, so a row coming back (an agent's next turn) is merged in place too. Only
+        when the kept rows leave at least an eighth of the columns as leading padding are
+        they copied into fresh, narrower buffers (the padding costs attention in every
+        later step)."""
         if len(indices) == len(self.rows):
             return
         if not indices:
             self.clear()
             return
         assert self._mask is not None and self._positions is not None
-        index = torch.tensor(indices, dtype=torch.long, device=self.device)
+        n = len(indices)
+        holes = sorted(set(range(n)) - set(indices))
+        movers = [i for i in indices if i >= n]
+        order = [*range(n)]
+        for hole, src in zip(holes, movers, strict=True):
+            order[hole] = src
+        index = torch.tensor(order, dtype=torch.long, device=self.device)
         mask = self._mask[index]
         start = int((mask.sum(0) > 0).nonzero()[0])
-        width = mask.shape[1] - start
-        for layer in self._cache.layers:  # layer by layer: one layer's old buffer at a time
-            keys = _buffer_like(layer.keys, len(indices), width)
-            values = _buffer_like(layer.values, len(indices), width)
-            keys[:, :, :width] = layer.keys[index, :, start:]
-            values[:, :, :width] = layer.values[index, :, start:]
-            _preload(layer, keys, values, width)
-        self._mask = mask[:, start:]
+        layers = self._cache.layers
+        if (
+            self.in_place
+            and 8 * start < mask.shape[1]
+            and all(isinstance(x, _SpareLayer) for x in layers)
+        ):
+            for layer in layers:
+                layer.move_rows(holes, movers, n)
+        else:
+            width = mask.shape[1] - start
+            for layer in layers:  # layer by layer: one layer's old buffer at a time
+                keys = _buffer_like(layer.keys, n, width)
+                values = _buffer_like(layer.values, n, width)
+                keys[:, :, :width] = layer.keys[index, :, start:]
+                values[:, :, :width] = layer.values[index, :, start:]
+                _preload(layer, keys, values, width)
+            mask = mask[:, start:]
+        self._mask = mask
         self._positions = self._positions[index]
-        self.rows = [self.rows[i] for i in indices]
+        self.rows = [self.rows[i] for i in order]
 
     def clear(self) -> None:
         self.rows, self._cache, self._mask, self._positions = [], None, None, None
@@ -192,7 +220,25 @@ class KVBatch(Generic[Row]):
         width = max(self.width, new_width)
         total = old + len(rows)
         targets = cache.layers if self._cache is None else self._cache.layers
+        in_place = (
+            self.in_place
+            and self._cache is not None
+            and new_width <= self.width
+            and all(isinstance(x, _SpareLayer) and x.spare_rows() >= len(rows) for x in targets)
+        )
         for into, new in zip(targets, cache.layers, strict=True):  # into is new for a first group
+            if in_place:  # into the slots of rows that left: the running rows are not copied
+                added = []
+                for name in ("keys", "values"):
+                    src = getattr(new, name)
+                    buf = src.new_zeros((len(rows), src.shape[1], width, src.shape[3]))
+                    index = gather[:, None, :, None].expand(-1, src.shape[1], -1, src.shape[3])
+                    buf[:, :, width - new_width :] = src.gather(2, index) * keep[
+                        :, None, :, None
+                    ].to(src.dtype)
+                    added.append(buf)
+                into.add_rows(added[0], added[1])
+                continue
             merged = []
             for name in ("keys", "values"):
                 src = getattr(new, name)
@@ -220,11 +266,13 @@ class KVBatch(Generic[Row]):
 
 
 class _SpareLayer(DynamicLayer):
-    """A ``DynamicLayer`` whose ``update`` writes into spare columns of a larger buffer.
+    """A ``DynamicLayer`` whose ``update`` writes into spare room of larger buffers.
 
-    ``keys``/``values`` are views of ``[:, :, :length]`` of the buffers. Whenever something
-    else assigns them (``KVBatch`` merging or dropping rows), they no longer start the buffer,
-    and the next update copies them into a fresh one with ``SPARE_COLUMNS`` of room.
+    ``keys``/``values`` are views of ``[:rows, :, :length]`` of the buffers: spare columns
+    for the tokens to come, spare rows for rows merged in later (``KVBatch.keep`` leaves the
+    slots of rows that left). Whenever something else assigns them (``KVBatch`` merging into
+    fresh buffers), they no longer start the buffer, and the next update copies them into a
+    fresh one with ``SPARE_COLUMNS`` of room.
     """
 
     _kbuf: torch.Tensor | None = None
@@ -236,33 +284,74 @@ class _SpareLayer(DynamicLayer):
         self._kbuf, self._vbuf = keys, values
         self.keys, self.values = keys[:, :, :length], values[:, :, :length]
 
+    def _owns_views(self) -> bool:
+        """Whether ``keys``/``values`` are still ``[:rows, :, :length]`` of the buffers."""
+        k, v, kbuf, vbuf = self.keys, self.values, self._kbuf, self._vbuf
+        return (
+            kbuf is not None
+            and vbuf is not None
+            and k is not None
+            and v is not None
+            and kbuf.data_ptr() == k.data_ptr()
+            and vbuf.data_ptr() == v.data_ptr()
+            and kbuf.stride() == k.stride()
+            and vbuf.stride() == v.stride()
+            and k.shape[0] <= kbuf.shape[0]
+            and k.shape[1] == kbuf.shape[1]
+        )
+
+    def spare_rows(self) -> int:
+        """Rows that can be added in place (0 when the views do not own the buffers)."""
+        if not self._owns_views():
+            return 0
+        assert self._kbuf is not None and self.keys is not None
+        return int(self._kbuf.shape[0] - self.keys.shape[0])
+
+    def move_rows(self, holes: list[int], movers: list[int], rows: int) -> None:
+        """Copy row ``movers[i]`` into slot ``holes[i]`` and keep the first ``rows`` rows."""
+        assert self.keys is not None and self.values is not None
+        length = self.keys.shape[2]
+        if not self._owns_views():
+            self.preload(self.keys.clone(), self.values.clone(), length)
+        assert self._kbuf is not None and self._vbuf is not None
+        for hole, src in zip(holes, movers, strict=True):
+            self._kbuf[hole, :, :length] = self._kbuf[src, :, :length]
+            self._vbuf[hole, :, :length] = self._vbuf[src, :, :length]
+        self.keys = self._kbuf[:rows, :, :length]
+        self.values = self._vbuf[:rows, :, :length]
+
+    def add_rows(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Write ``keys``/``values`` (as wide as the layer) into the next spare rows."""
+        assert self.keys is not None and self._kbuf is not None and self._vbuf is not None
+        rows, length = self.keys.shape[0], self.keys.shape[2]
+        total = rows + keys.shape[0]
+        self._kbuf[rows:total, :, :length] = keys
+        self._vbuf[rows:total, :, :length] = values
+        self.keys = self._kbuf[:total, :, :length]
+        self.values = self._vbuf[:total, :, :length]
+
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
             return super().update(key_states, value_states, *args, **kwargs)
-        n, add = self.keys.shape[-2], key_states.shape[-2]
-        kbuf = self._kbuf
-        if (
-            kbuf is None
-            or self._vbuf is None
-            or kbuf.data_ptr() != self.keys.data_ptr()
-            or kbuf.shape[:2] != self.keys.shape[:2]
-            or n + add > kbuf.shape[-2]
-        ):
-            self._kbuf = _with_room(self.keys, n + add + SPARE_COLUMNS)
-            self._vbuf = _with_room(self.values, n + add + SPARE_COLUMNS)
+        rows, n, add = self.keys.shape[0], self.keys.shape[-2], key_states.shape[-2]
+        if not self._owns_views() or n + add > self._kbuf.shape[-2]:  # type: ignore[union-attr]
+            # spare rows are kept: the rows that left may come back for their next turn
+            capacity = self._kbuf.shape[0] if self._owns_views() else rows  # type: ignore[union-attr]
+            self._kbuf = _with_room(self.keys, capacity, n + add + SPARE_COLUMNS)
+            self._vbuf = _with_room(self.values, capacity, n + add + SPARE_COLUMNS)
         assert self._kbuf is not None and self._vbuf is not None
-        self._kbuf[:, :, n : n + add] = key_states
-        self._vbuf[:, :, n : n + add] = value_states
-        self.keys = self._kbuf[:, :, : n + add]
-        self.values = self._vbuf[:, :, : n + add]
+        self._kbuf[:rows, :, n : n + add] = key_states
+        self._vbuf[:rows, :, n : n + add] = value_states
+        self.keys = self._kbuf[:rows, :, : n + add]
+        self.values = self._vbuf[:rows, :, : n + add]
         return self.keys, self.values
 
 
-def _with_room(t: torch.Tensor, columns: int) -> torch.Tensor:
-    buf = t.new_empty((t.shape[0], t.shape[1], columns, t.shape[3]))
-    buf[:, :, : t.shape[2]] = t
+def _with_room(t: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    buf = t.new_empty((rows, t.shape[1], columns, t.shape[3]))
+    buf[: t.shape[0], :, : t.shape[2]] = t
     return buf
 
 

@@ -186,8 +186,9 @@ class RolloutSection(AgentLimits):
     turn_cost: float = Field(
         0.0,
         ge=0.0,
-        description="reward shaping: this times the number of assistant turns is subtracted, "
-        "so solving in fewer turns (several calls per turn) is worth more; 0 = off",
+        description="reward shaping: this times the number of assistant turns is subtracted "
+        "from a rollout with task reward, so solving in fewer turns (several calls per turn) is "
+        "worth more; failures pay nothing (no reward for giving up early); 0 = off",
     )
     dynamic_sampling: bool = Field(
         True,
@@ -262,6 +263,14 @@ class TrainSection(TrainConfig):
     )
     sft_run_tests: bool = Field(
         True, description="demonstrations run the tests before answering (False: edit, answer)"
+    )
+    sft_read_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of oracle demonstrations that read the lines around a line the "
+        "query quotes in a file it names before editing (a skippable turn: both styles in SFT, "
+        "for RL with rollout.turn_cost to choose)",
     )
 
 

@@ -5,9 +5,11 @@ model that has never solved a task gets equal rewards across a whole group, and
 group-relative advantages are then zero: GRPO learns nothing. ``format_weight`` adds
 a dense term for the one skill every solution needs first, tool calls that parse and
 run: the share of the rollout's calls that came back without an error (0 when it made
-no call). ``turn_cost`` subtracts a cost per assistant turn, so a rollout that solves
-the task in fewer turns (several tool calls per message, as the harness allows) earns
-more. Pass rates and the benchmark never include either.
+no call). ``turn_cost`` subtracts a cost per assistant turn from a rollout that earned task
+reward, so one that solves the task in fewer turns (several tool calls per message, as the
+harness allows) earns more. A rollout without task reward pays nothing for its turns: a cost
+there would rank a failure that gives up at once above one that kept trying, and teach the
+policy to quit. Pass rates and the benchmark never include either.
 
 Deliberately left out: rewards for reading the right file or for partial test passes
 (they leak task knowledge into the reward and invite gaming).
@@ -27,10 +29,11 @@ def call_success_rate(traj: Trajectory) -> float:
 def shaped_reward(
     task_reward: float, traj: Trajectory, format_weight: float, turn_cost: float = 0.0
 ) -> float:
-    """``task_reward + format_weight * call_success_rate - turn_cost * turns``."""
+    """``task_reward + format_weight * call_success_rate - turn_cost * turns``, the turn cost
+    only where ``task_reward > 0``."""
     reward = task_reward
     if format_weight:
         reward += format_weight * call_success_rate(traj)
-    if turn_cost:
+    if turn_cost and task_reward > 0:
         reward -= turn_cost * len(traj.turns)
     return reward

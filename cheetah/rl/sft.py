@@ -32,11 +32,13 @@ async def collect_demonstrations(
     max_len: int,
     concurrency: int,
     log: Callable[[str], None],
+    read_share: float = 0.0,
 ) -> list[Sample]:
-    """One sample per task the oracle solves (``need_logprobs=False``: SFT trains on them)."""
+    """One sample per task the oracle solves (``need_logprobs=False``: SFT trains on them);
+    ``read_share`` of them read around a quoted line before editing (``oracle.reads_first``)."""
     from cheetah.harness.loop import AgentError
     from cheetah.tasks.episode import Episode, run_episode
-    from cheetah.tasks.oracle import OraclePolicy
+    from cheetah.tasks.oracle import OraclePolicy, reads_first
 
     gate = asyncio.Semaphore(max(1, concurrency))
     done, pace = [0], Pace()
@@ -44,7 +46,8 @@ async def collect_demonstrations(
     async def demonstrate(task: Task) -> Sample | None:
         async with gate:
             try:
-                ep = await run_episode(task, OraclePolicy(task, run_tests), sessions)
+                policy = OraclePolicy(task, run_tests, reads_first(task, read_share))
+                ep = await run_episode(task, policy, sessions)
             except AgentError as e:  # the env broke, not the demonstration: skip the task
                 ep = Episode(task, error=str(e))
         done[0] += 1
@@ -98,4 +101,5 @@ async def sft_samples_for(
             max_len=t.max_seq_len,
             concurrency=r.workers * r.worker_capacity,
             log=log,
+            read_share=t.sft_read_share,
         )

@@ -18,7 +18,9 @@ A search can take one of three ``STYLES``, chosen per task by a stable hash of i
 that SFT shows the policy all of them and RL can choose: ``search`` (the grep, then the
 edit), ``read`` (the grep, then the lines around the hit read before the edit: one more
 turn) and ``parallel`` (the grep and a grep for the failing test's definition in one
-message: two calls in one turn).
+message: two calls in one turn). Where the query names the file and quotes the line,
+``read_first`` (for a share of tasks, ``reads_first``) adds the read of those lines before
+the edit: a turn a tidy agent may skip, so SFT shows both and RL with a turn cost can choose.
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
@@ -117,11 +119,23 @@ def _search_turns(task: Task, fp_path: str, old: str, before: str, style: str) -
                 + render_call("grep", test)]  # fmt: skip
     turns = ["Searching for the line.\n" + grep]
     if style == "read":
-        hit = next(i for i, line in enumerate(before.splitlines(), 1) if old.strip() in line)
-        lo, hi = max(1, hit - READ_CONTEXT), hit + READ_CONTEXT
-        read = {"path": fp_path, "start_line": str(lo), "end_line": str(hi)}
-        turns.append("Reading the lines around it.\n" + render_call("read_file", read))
+        turns.append(_read_around(fp_path, old, before))
     return turns
+
+
+def _read_around(fp_path: str, old: str, before: str) -> str:
+    """A turn reading the ``READ_CONTEXT`` lines on each side of the line holding ``old``."""
+    hit = next(i for i, line in enumerate(before.splitlines(), 1) if old.strip() in line)
+    lo, hi = max(1, hit - READ_CONTEXT), hit + READ_CONTEXT
+    read = {"path": fp_path, "start_line": str(lo), "end_line": str(hi)}
+    return "Reading the lines around it.\n" + render_call("read_file", read)
+
+
+def reads_first(task: Task, share: float) -> bool:
+    """Whether ``task``'s demonstration reads around a quoted line it could edit directly:
+    true for a stable ``share`` of tasks (by a hash of the id, independent of ``style_for``)."""
+    digest = hashlib.sha256(b"read-first:" + task.id.encode()).digest()
+    return int.from_bytes(digest[:4], "big") < share * 2**32
 
 
 def _summary(changes: list[tuple[str, str, str]], removed: list[str]) -> str:
@@ -136,10 +150,17 @@ def _summary(changes: list[tuple[str, str, str]], removed: list[str]) -> str:
 
 
 def oracle_messages(
-    task: Task, root: Path, run_tests: bool = True, style: str | None = None
+    task: Task,
+    root: Path,
+    run_tests: bool = True,
+    style: str | None = None,
+    read_first: bool = False,
 ) -> list[str]:
     """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``;
-    ``style`` (one of ``STYLES``; default ``style_for(task)``) shapes a search."""
+    ``style`` (one of ``STYLES``; default ``style_for(task)``) shapes a search.
+    ``read_first``: where the query names the file and quotes the line (one edit), read the
+    lines around it before editing (a turn an agent could skip: RL with a turn cost may
+    learn to)."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
     style = style or style_for(task)
@@ -177,6 +198,8 @@ def oracle_messages(
             to_read.append(fp.old_path)
         elif fp.path not in task.query and len(files) == 1 and len(pairs) == 1:
             searches = _search_turns(task, fp.path, pairs[0][0], before, style)
+        elif read_first and len(files) == 1 and len(pairs) == 1:
+            searches = [_read_around(fp.path, pairs[0][0], before)]
         elif fp.path not in task.query:
             to_read.append(fp.old_path)
     reads = [render_call("read_file", {"path": p}) for p in to_read]
@@ -195,15 +218,15 @@ def oracle_messages(
 class OraclePolicy:
     """Replays the reference solution of one task (see the module docstring)."""
 
-    def __init__(self, task: Task, run_tests: bool = True) -> None:
-        self.task, self.run_tests = task, run_tests
+    def __init__(self, task: Task, run_tests: bool = True, read_first: bool = False) -> None:
+        self.task, self.run_tests, self.read_first = task, run_tests, read_first
         self.name = "oracle"
         self._messages: list[str] | None = None
 
     def _prepare(self) -> list[str]:
         with tempfile.TemporaryDirectory(prefix="cheetah-oracle-") as tmp:
             root = materialize(self.task.snapshot, Path(tmp) / "repo")
-            return oracle_messages(self.task, root, self.run_tests)
+            return oracle_messages(self.task, root, self.run_tests, read_first=self.read_first)
 
     async def generate(self, messages: list[Message]) -> Generation:
         if self._messages is None:

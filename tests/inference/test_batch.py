@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from cheetah.inference.batch import KVBatch
@@ -12,9 +13,10 @@ def _next_logits(model, ids):
         return model(torch.tensor([ids])).logits[0, -1]
 
 
-def test_rows_of_different_lengths_merge_and_trim_without_changing_logits(tiny):
+@pytest.mark.parametrize("in_place", [True, False])
+def test_rows_of_different_lengths_merge_and_trim_without_changing_logits(tiny, in_place):
     model = tiny.model
-    batch: KVBatch[str] = KVBatch(model, pad_id=2)
+    batch: KVBatch[str] = KVBatch(model, pad_id=2, in_place=in_place)
     a, b = [1, 520, 9531], [1, 9690, 198, 2683, 359, 253, 5356, 5646]
     with torch.inference_mode():
         logits = batch.prefill(["a"], [a])
@@ -71,3 +73,49 @@ def test_a_row_with_a_cached_prefix_is_compacted_to_its_real_length(tiny):
         logits = batch.decode([7, 11])
         assert torch.allclose(logits[0], _next_logits(model, [*a, 7]), atol=1e-4)
         assert torch.allclose(logits[1], _next_logits(model, [*b, 11]), atol=1e-4)
+
+
+def test_rows_leave_and_come_back_in_place_with_exact_logits(tiny):
+    """A leaving row's slot is filled by the last row and a row no wider than the batch is
+    merged into a free slot, without copying the running rows; every row's logits stay those
+    of the model run on its tokens alone, and a wider row still gets fresh buffers."""
+    model = tiny.model
+    batch: KVBatch[str] = KVBatch(model, pad_id=2)
+    seqs = {
+        "a": [1, 520, 9531, 198],
+        "b": [1, 9690, 198, 2683, 359, 253, 5356, 5646],
+        "c": [1, 2683, 359],
+        "d": [1, 253, 5356, 5646, 198, 520],
+    }
+    with torch.inference_mode():
+        batch.prefill(list(seqs), list(seqs.values()))
+        held = batch._cache.layers[0]._kbuf  # held: a freed buffer's address could come back
+        buffer = held.data_ptr()
+        batch.keep([1, 2, 3])  # "a" leaves: "d" moves into its slot, "b" keeps the width
+        assert sorted(batch.rows) == ["b", "c", "d"] and batch.rows[0] == "d"
+        assert batch.width == len(seqs["b"])
+        e = [1, 9531, 198, 2683, 359]
+        batch.prefill(["e"], [e])  # narrower than the batch: into the free slot
+        seqs["e"] = e
+        layer = batch._cache.layers[0]
+        assert layer._kbuf.data_ptr() == buffer and layer.keys.data_ptr() == buffer
+        for step in range(3):
+            tokens = [11 + step + i for i in range(len(batch))]
+            logits = batch.decode(tokens)
+            for row, (name, token) in enumerate(zip(batch.rows, tokens, strict=True)):
+                seqs[name] = [*seqs[name], token]
+                want = _next_logits(model, seqs[name])
+                assert torch.allclose(logits[row], want, atol=1e-4), (name, step)
+        assert batch._cache.layers[0]._kbuf.data_ptr() == buffer
+        batch.keep([batch.rows.index("e"), batch.rows.index("c")])  # rows gives the new order
+        assert sorted(batch.rows) == ["c", "e"]
+        f = [1, *range(600, 620)]  # wider than the batch: fresh buffers
+        batch.prefill(["f"], [f])
+        seqs["f"] = f
+        assert batch._cache.layers[0]._kbuf.data_ptr() != held.data_ptr()
+        assert batch.width == len(f)
+        tokens = [7 + i for i in range(len(batch))]
+        logits = batch.decode(tokens)
+        for row, (name, token) in enumerate(zip(batch.rows, tokens, strict=True)):
+            want = _next_logits(model, [*seqs[name], token])
+            assert torch.allclose(logits[row], want, atol=1e-4), name

@@ -39,3 +39,6 @@ def test_turn_cost_rewards_solving_in_fewer_turns():
     one = traj([False, False, False])  # the same calls in one message
     assert shaped_reward(1.0, three, 0.0, turn_cost=0.05) == pytest.approx(0.85)
     assert shaped_reward(1.0, one, 0.0, turn_cost=0.05) == pytest.approx(0.95)
+    # a failure pays nothing for its turns: quitting early must not beat trying
+    assert shaped_reward(0.0, three, 0.0, turn_cost=0.05) == 0.0
+    assert shaped_reward(0.0, one, 0.2, turn_cost=0.05) == pytest.approx(0.2)

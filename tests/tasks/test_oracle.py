@@ -3,7 +3,7 @@ a file the query does not name is searched for, in each of the three styles."""
 
 from cheetah.harness.protocol import parse_message
 from cheetah.tasks.checkout import materialize
-from cheetah.tasks.oracle import STYLES, minimal_edit, oracle_messages, style_for
+from cheetah.tasks.oracle import STYLES, minimal_edit, oracle_messages, reads_first, style_for
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
 
@@ -71,6 +71,22 @@ def test_the_oracle_reads_only_what_the_query_does_not_quote(tmp_path):
     assert calls == [["read_file"], ["edit_file"], ["run_terminal"], []]
     calls = [[c.name for c in parse_message(m)] for m in oracle_messages(task, repo, False)]
     assert calls == [["read_file"], ["edit_file"], []], "without the test run: edit, answer"
+
+
+def test_read_first_reads_around_a_quoted_line_of_a_named_file_for_a_share_of_tasks(tmp_path):
+    task, repo = _task(tmp_path, "Fix `g` in m.py; the line `if y > 2:` is wrong.")
+    messages = oracle_messages(task, repo, run_tests=False, read_first=True)
+    calls = [[c.name for c in parse_message(m)] for m in messages]
+    assert calls == [["read_file"], ["edit_file"], []]
+    [read] = parse_message(messages[0])
+    assert read.args == {"path": "m.py", "start_line": "4", "end_line": "12"}  # line 8 +- 4
+    assert messages[1:] == oracle_messages(task, repo, run_tests=False)  # then as without
+    tasks = [task.model_copy(update={"id": f"t{i}"}) for i in range(200)]
+    shares = {share: sum(reads_first(t, share) for t in tasks) for share in (0.0, 0.5, 1.0)}
+    assert shares[0.0] == 0 and shares[1.0] == 200 and 70 < shares[0.5] < 130, shares
+    # independent of the search style: each style has tasks that read first and some that do not
+    by_style = {(style_for(t), reads_first(t, 0.5)) for t in tasks}
+    assert by_style == {(style, first) for style in STYLES for first in (True, False)}
 
 
 def test_a_file_the_query_does_not_name_is_searched_for_first_in_each_style(tmp_path):
