@@ -119,3 +119,40 @@ def test_rows_leave_and_come_back_in_place_with_exact_logits(tiny):
         for row, (name, token) in enumerate(zip(batch.rows, tokens, strict=True)):
             want = _next_logits(model, [*seqs[name], token])
             assert torch.allclose(logits[row], want, atol=1e-4), name
+
+
+def test_a_random_schedule_of_joins_decodes_and_leaves_matches_the_model(tiny):
+    """Rows join (prefixes of random widths), decode and leave in a random order, in place
+    and by copying: at every step each row's logits are those of the model on its tokens."""
+    import random
+
+    model, rng = tiny.model, random.Random(0)
+    batches = {mode: KVBatch(model, pad_id=2, in_place=mode) for mode in (True, False)}
+    seqs: dict[bool, dict[int, list[int]]] = {True: {}, False: {}}
+    name = 0
+    with torch.inference_mode():
+        for _ in range(80):
+            action = rng.random()
+            if action < 0.3 and len(batches[True]) < 6:
+                group = rng.randint(1, 3)
+                prompts = [
+                    [1, *rng.choices(range(3, 900), k=rng.randint(1, 30))] for _ in range(group)
+                ]
+                names = list(range(name, name + group))
+                for mode, batch in batches.items():
+                    batch.prefill(names, prompts)
+                    seqs[mode].update({n: list(p) for n, p in zip(names, prompts, strict=True)})
+                name += group
+            elif action < 0.5 and len(batches[True]):
+                leave = set(rng.sample(batches[True].rows, rng.randint(1, len(batches[True]))))
+                for batch in batches.values():
+                    batch.keep([i for i, r in enumerate(batch.rows) if r not in leave])
+            elif len(batches[True]):
+                token = {r: rng.randint(3, 900) for r in batches[True].rows}
+                for mode, batch in batches.items():
+                    logits = batch.decode([token[r] for r in batch.rows])
+                    for row, r in enumerate(batch.rows):
+                        seqs[mode][r].append(token[r])
+                        want = _next_logits(model, seqs[mode][r])
+                        assert torch.allclose(logits[row], want, atol=1e-4), (mode, r)
+        assert sorted(batches[True].rows) == sorted(batches[False].rows)
