@@ -124,8 +124,9 @@ def _search_turns(task: Task, fp_path: str, old: str, before: str, style: str) -
 
 
 def _read_around(fp_path: str, old: str, before: str) -> str:
-    """A turn reading the ``READ_CONTEXT`` lines on each side of the line holding ``old``."""
-    hit = next(i for i, line in enumerate(before.splitlines(), 1) if old.strip() in line)
+    """A turn reading the ``READ_CONTEXT`` lines on each side of where ``old`` (unique in
+    ``before``, maybe several lines with ``_block``'s leading newline) starts."""
+    hit = before[: before.index(old.removeprefix("\n"))].count("\n") + 1
     lo, hi = max(1, hit - READ_CONTEXT), hit + READ_CONTEXT
     read = {"path": fp_path, "start_line": str(lo), "end_line": str(hi)}
     return "Reading the lines around it.\n" + render_call("read_file", read)

@@ -3,7 +3,14 @@ a file the query does not name is searched for, in each of the three styles."""
 
 from cheetah.harness.protocol import parse_message
 from cheetah.tasks.checkout import materialize
-from cheetah.tasks.oracle import STYLES, minimal_edit, oracle_messages, reads_first, style_for
+from cheetah.tasks.oracle import (
+    STYLES,
+    _read_around,
+    minimal_edit,
+    oracle_messages,
+    reads_first,
+    style_for,
+)
 from cheetah.tasks.patch import diff_texts
 from cheetah.tasks.schema import Check, Snapshot, Task
 
@@ -81,6 +88,9 @@ def test_read_first_reads_around_a_quoted_line_of_a_named_file_for_a_share_of_ta
     [read] = parse_message(messages[0])
     assert read.args == {"path": "m.py", "start_line": "4", "end_line": "12"}  # line 8 +- 4
     assert messages[1:] == oracle_messages(task, repo, run_tests=False)  # then as without
+    # an edit that took context lines to be unique is read around where that block starts
+    block = parse_message(_read_around("f.py", "\nx = 1\ny = 2\n", "a\nx = 1\nb\nx = 1\ny = 2\n"))
+    assert block[0].args == {"path": "f.py", "start_line": "1", "end_line": "8"}  # line 4 +- 4
     tasks = [task.model_copy(update={"id": f"t{i}"}) for i in range(200)]
     shares = {share: sum(reads_first(t, share) for t in tasks) for share in (0.0, 0.5, 1.0)}
     assert shares[0.0] == 0 and shares[1.0] == 200 and 70 < shares[0.5] < 130, shares
