@@ -231,11 +231,8 @@ class KVBatch(Generic[Row]):
                 added = []
                 for name in ("keys", "values"):
                     src = getattr(new, name)
-                    buf = src.new_zeros((len(rows), src.shape[1], width, src.shape[3]))
-                    index = gather[:, None, :, None].expand(-1, src.shape[1], -1, src.shape[3])
-                    buf[:, :, width - new_width :] = src.gather(2, index) * keep[
-                        :, None, :, None
-                    ].to(src.dtype)
+                    buf = src.new_empty((len(rows), src.shape[1], width, src.shape[3]))
+                    _write_compacted(buf, src, gather, keep)
                     added.append(buf)
                 into.add_rows(added[0], added[1])
                 continue
@@ -246,11 +243,7 @@ class KVBatch(Generic[Row]):
                 if old:  # padding is masked out, but must not be NaN: zeros
                     buf[:old, :, : width - self.width] = 0
                     buf[:old, :, width - self.width : width] = getattr(into, name)
-                index = gather[:, None, :, None].expand(-1, src.shape[1], -1, src.shape[3])
-                buf[old:, :, : width - new_width] = 0
-                buf[old:, :, width - new_width : width] = src.gather(2, index) * keep[
-                    :, None, :, None
-                ].to(src.dtype)
+                _write_compacted(buf[old:, :, :width], src, gather, keep)
                 merged.append(buf)
             _preload(into, merged[0], merged[1], width)
         compact = torch.zeros((len(rows), width), dtype=mask.dtype, device=mask.device)
@@ -347,6 +340,18 @@ class _SpareLayer(DynamicLayer):
         self.keys = self._kbuf[:rows, :, : n + add]
         self.values = self._vbuf[:rows, :, : n + add]
         return self.keys, self.values
+
+
+def _write_compacted(
+    dst: torch.Tensor, src: torch.Tensor, gather: torch.Tensor, keep: torch.Tensor
+) -> None:
+    """Write a prefilled group's KV ``src`` into ``dst`` (``[rows, heads, width, dim]``) with
+    each row's real columns (``gather``, ``keep``) right-aligned and zeros to their left
+    (padding is masked out, but must not be NaN)."""
+    width, new_width = dst.shape[2], gather.shape[1]
+    index = gather[:, None, :, None].expand(-1, src.shape[1], -1, src.shape[3])
+    dst[:, :, : width - new_width] = 0
+    dst[:, :, width - new_width :] = src.gather(2, index) * keep[:, None, :, None].to(src.dtype)
 
 
 def _with_room(t: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
