@@ -140,6 +140,29 @@ class ModelSection(_Section):
     )
 
 
+class EvalSet(_Section):
+    """Held-out tasks of another task file (``[[tasks.also_eval]]``)."""
+
+    file: Path = Field(description="JSONL task file, or a bundled task set's name (``real``)")
+    tier: str | list[str] | None = Field(
+        None, description="only tasks of this tier, or of these tiers (None: all)"
+    )
+    split: Split = Field("heldout", description="only tasks of this split")
+    tag: str | None = Field(
+        None, description="only tasks with this tag (``heldout-repo``: repos never trained on)"
+    )
+    limit: int = Field(
+        0, ge=0, description="at most this many, shared by the tiers and evenly spaced (0: all)"
+    )
+
+    def tiers(self) -> list[str] | None:
+        return _tiers(self.tier)
+
+
+def _tiers(tier: str | list[str] | None) -> list[str] | None:
+    return [tier] if isinstance(tier, str) else tier
+
+
 class TasksSection(_Section):
     file: Path = Field(
         Path("benchmark"), description="JSONL task file, or a bundled task set's name"
@@ -155,9 +178,18 @@ class TasksSection(_Section):
         description="evaluate at most this many tasks, shared equally by the tiers and evenly "
         "spaced over the file within each (0: all)",
     )
+    also_eval: list[EvalSet] = Field(
+        default_factory=list,
+        description="more held-out tasks from other task files (``[[tasks.also_eval]]``), "
+        "evaluated in every stage beside the file's own: e.g. real code never trained on",
+    )
 
     def tiers(self) -> list[str] | None:
-        return [self.tier] if isinstance(self.tier, str) else self.tier
+        return _tiers(self.tier)
+
+    def files(self) -> list[Path]:
+        """Every task file the run reads (the training file first)."""
+        return [self.file, *(s.file for s in self.also_eval)]
 
 
 class RolloutSection(AgentLimits):

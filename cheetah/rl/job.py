@@ -64,6 +64,7 @@ class TrainJob:
     def __init__(
         self, cfg: TrainRunConfig, resume: bool = False, log=print, progress: bool = True
     ) -> None:
+        from cheetah.tasks.fetched import unfetched
         from cheetah.tasks.loaders import load_tasks, select_tasks, spread
 
         self.cfg, self.resume, self._emit, self.progress = cfg, resume, log, progress
@@ -93,6 +94,23 @@ class TrainJob:
                     f"tasks.tier: {cfg.tasks.file} has no tasks of tier {cfg.tasks.tier!r} in "
                     f"split {split!r} (its tiers: {', '.join(known) or 'none'})"
                 )
+        for i, extra in enumerate(cfg.tasks.also_eval):
+            where = f"tasks.also_eval[{i}]"
+            chosen = spread(
+                select_tasks(
+                    load_tasks(extra.file), tier=extra.tiers(), split=extra.split, tag=extra.tag
+                ),
+                extra.limit,
+            )
+            if not chosen:
+                raise ValueError(f"{where}: {extra.file} has no tasks that match it")
+            clash = {t.id for t in chosen} & {t.id for t in self.eval_tasks}
+            if clash:
+                raise ValueError(f"{where}: task ids already evaluated: {sorted(clash)[:3]}")
+            self.eval_tasks += chosen
+        needed = {t.snapshot.package for t in self.train_tasks + self.eval_tasks}
+        if problem := unfetched({p for p in needed if p}):
+            raise ValueError(f"tasks: {problem}")
         if not cfg.model.engine_urls:
             try:
                 check_spec(cfg.model.spec)

@@ -47,8 +47,10 @@ def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dic
     n, k = len(solved), sum(solved.values())
     lo, hi = wilson_interval(k, n)
     tiers: dict[str, list[bool]] = {}
+    repos: dict[str, list[bool]] = {}
     for task, _ in graded:
         tiers.setdefault(task.tier, []).append(solved[task.id])
+        repos.setdefault(task.snapshot.repo, []).append(solved[task.id])
     ran = [(task, tr) for task, tr in graded if tr is not None]
     return {
         "name": name,
@@ -57,8 +59,11 @@ def stage_record(name: str, graded: list[tuple[Task, Trajectory | None]]) -> dic
         "pass_rate": k / n if n else 0.0,
         "ci95": [lo, hi],
         "per_tier": {
-            tier: {"tasks": len(v), "pass_rate": sum(v) / len(v)}
+            tier: {"tasks": len(v), "solved": sum(v), "pass_rate": sum(v) / len(v)}
             for tier, v in sorted(tiers.items())
+        },
+        "per_repo": {
+            repo: {"tasks": len(v), "solved": sum(v)} for repo, v in sorted(repos.items())
         },
         "behaviour": behaviour([tr for _, tr in ran], [target_files(task) for task, _ in ran]),
         "errors": sorted(task.id for task, tr in graded if tr is None),
@@ -158,6 +163,7 @@ def table(summary: dict[str, Any]) -> str:
             f"   {pct(b.get('right_file_edit_rate'))}        {num(b.get('calls_per_turn'))}"
             f"        {num(b.get('turns_per_task'))}     {num(b.get('explore_before_edit'))}"
         )  # fmt: skip
+    lines += _breakdown(summary["stages"])
     for c in summary["comparisons"]:
         line = (
             f"{c['after']} vs {c['before']}: solved only after {c['only_after']}, only before "
@@ -170,6 +176,34 @@ def table(summary: dict[str, Any]) -> str:
             )
         lines.append(line)
     return "\n".join(lines)
+
+
+def _breakdown(stages: list[dict[str, Any]]) -> list[str]:
+    """Solved per tier and per repo, one column a stage: where the learned skill carries
+    over (a repo never trained on) and where it does not. Empty for a single tier and repo."""
+    rows: list[tuple[str, list[str]]] = []
+    for key, label in (("per_tier", "tier"), ("per_repo", "repo")):
+        names = sorted({n for s in stages for n in s.get(key, {})})
+        if len(names) < 2:
+            continue
+        for name in names:
+            cells = []
+            for s in stages:
+                got = s.get(key, {}).get(name)
+                if got is None:
+                    cells.append("-")
+                else:
+                    k = got.get("solved")
+                    if k is None:  # a stage recorded before per-tier counts were kept
+                        k = round(got["pass_rate"] * got["tasks"])
+                    cells.append(f"{k}/{got['tasks']}")
+            rows.append((f"{label} {name}", cells))
+    if not rows:
+        return []
+    width = max(len(r[0]) for r in rows)
+    out = [f"{'solved by':<{width}} " + " ".join(f"{s['name']:>7}" for s in stages)]
+    out += [f"{name:<{width}} " + " ".join(f"{c:>7}" for c in cells) for name, cells in rows]
+    return out
 
 
 async def run_stage(

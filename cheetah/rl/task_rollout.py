@@ -52,7 +52,7 @@ class TaskRollout:
         self.cfg = TrainRunConfig.model_validate(cfg)
         self.engines = [RayEngine(engine)] if engine is not None else remote_engines(self.cfg)
         self.tokenizer = tokenizer_for(self.cfg.model.spec)
-        self.tasks = {t.id: t for t in load_tasks(self.cfg.tasks.file)}
+        self.tasks = {t.id: t for f in self.cfg.tasks.files() for t in load_tasks(f)}
         fleet = EnvFleet(self.cfg.rollout.env_urls, env_token(self.cfg))
         self.sessions = TaskSessionOpener(fleet)
 

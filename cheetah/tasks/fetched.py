@@ -62,3 +62,21 @@ def fetched_env(package: str, root: Path | None = None) -> Path | None:
     """The environment ``tasks fetch`` built for the package's repo, if there is one."""
     env = (root or envs_dir()) / normalize(package.partition("==")[0])
     return env if (env / "pyvenv.cfg").is_file() else None
+
+
+def unfetched(packages: set[str], root: Path | None = None) -> str | None:
+    """None when every ``name==version`` is fetched, else one message naming the missing ones
+    and the single command that fetches them all."""
+    missing = []
+    for package in sorted(packages):
+        try:
+            fetched_repo(package, root)
+        except SnapshotError:
+            missing.append(package)
+    if not missing:
+        return None
+    names = " ".join(sorted({p.partition("==")[0] for p in missing}))
+    return (
+        f"not fetched: {', '.join(missing)}; run `cheetah tasks fetch --only {names}` "
+        f"(CHEETAH_REPOS_DIR={root or repos_dir()})"
+    )

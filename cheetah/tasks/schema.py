@@ -16,6 +16,7 @@ during setup (sandboxes have none).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +58,17 @@ class Snapshot(BaseModel):
         if self.commit and not self.git:
             raise ValueError("commit is only meaningful with git")
         return self
+
+    @property
+    def repo(self) -> str:
+        """A short name of the repo, for tables by repo: the package's name, else the last
+        part of the folder, archive or git source (``subdir`` appended)."""
+        if self.package:
+            name = self.package.partition("==")[0]
+        else:
+            source = (self.dir or self.tar or self.git or "").rstrip("/")
+            name = re.sub(r"(\.git|\.tar(\.\w+)?|\.tgz)$", "", source.rpartition("/")[2])
+        return f"{name}/{self.subdir.strip('/')}" if self.subdir else name
 
     def resolved(self, base: Path) -> Snapshot:
         """A copy whose local paths are absolute, relative ones taken from ``base``."""

@@ -54,9 +54,10 @@ def test_stage_record_counts_rates_tiers_and_behaviour():
     assert (s["tasks"], s["solved"]) == (3, 1) and s["pass_rate"] == pytest.approx(1 / 3)
     assert s["ci95"][0] < 1 / 3 < s["ci95"][1]
     assert s["per_tier"] == {
-        "easy": {"tasks": 2, "pass_rate": 0.5},
-        "hard": {"tasks": 1, "pass_rate": 0.0},
+        "easy": {"tasks": 2, "solved": 1, "pass_rate": 0.5},
+        "hard": {"tasks": 1, "solved": 0, "pass_rate": 0.0},
     }
+    assert s["per_repo"] == {"repo": {"tasks": 3, "solved": 1}}
     assert s["errors"] == ["t2"] and s["solved_tasks"] == {"t0": True, "t1": False, "t2": False}
     b = s["behaviour"]
     assert b["parse_rate"] == pytest.approx(4 / 5)
@@ -76,6 +77,41 @@ def test_summary_compares_consecutive_stages_and_last_with_base():
     assert summary["mcnemar_p"] == pytest.approx(2 / 2**7)
     text = table(summary)
     assert "rl vs base: solved only after 7" in text and text.count("\n") == 6
+
+
+def test_the_table_breaks_solved_tasks_down_by_tier_and_repo():
+    def on(i: int, tier: str, snapshot: dict) -> Task:
+        return Task.model_validate(task(i, tier).model_dump() | {"snapshot": snapshot})
+
+    tasks = [
+        on(0, "line", {"dir": "/x/repos/algos"}),
+        on(1, "locate", {"dir": "/x/repos/algos"}),
+        on(2, "line", {"package": "tinydb==4.9.0", "patch": PATCH}),
+        on(3, "line", {"package": "tinydb==4.9.0", "patch": PATCH}),
+    ]
+    base = stage_record("base", [(t, traj(False)) for t in tasks])
+    rl = stage_record("rl", [(t, traj(i != 1 and i != 3)) for i, t in enumerate(tasks)])
+    assert rl["per_repo"] == {
+        "algos": {"tasks": 2, "solved": 1},
+        "tinydb": {"tasks": 2, "solved": 1},
+    }
+    rows = {
+        line.split()[0] + " " + line.split()[1]: line.split()[2:]
+        for line in table(summarize([base, rl])).splitlines()
+        if line.startswith(("tier ", "repo "))
+    }
+    assert rows == {
+        "tier line": ["0/3", "2/3"],
+        "tier locate": ["0/1", "0/1"],
+        "repo algos": ["0/2", "1/2"],
+        "repo tinydb": ["0/2", "1/2"],
+    }
+
+
+def test_one_tier_and_one_repo_add_no_breakdown():
+    tasks = [task(i) for i in range(3)]
+    text = table(summarize([stage_record("sft", [(t, traj(True)) for t in tasks])]))
+    assert "solved by" not in text and "repo " not in text
 
 
 def _turns(n: int, calls_first: int = 1) -> Trajectory:

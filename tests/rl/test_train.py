@@ -67,7 +67,7 @@ def test_config_overrides_and_errors(tmp_path):
         load_config(bad)
 
 
-def test_a_failed_start_leaves_nothing_behind(tmp_path):
+def test_a_failed_start_leaves_nothing_behind(tmp_path, monkeypatch):
     """A typo is refused before the run directory exists, so the corrected command runs."""
     from cheetah.rl.job import TrainJob
 
@@ -81,11 +81,46 @@ def test_a_failed_start_leaves_nothing_behind(tmp_path):
         assert r.returncode == 2 and key in r.stderr, r.stderr
         assert "line" in r.stderr or key == "model.spec"  # the tiers the file has are named
         assert not (tmp_path / "quickstart").exists()
-    job = TrainJob(load_config(Path("quickstart"), [f"run.out_dir={tmp_path}"]))
+    # The real held-out repos not fetched: one error names the command that fetches them.
+    monkeypatch.setenv("CHEETAH_REPOS_DIR", str(tmp_path / "no-repos"))
+    with pytest.raises(ValueError, match=r"cheetah tasks fetch --only h11 tinydb xmltodict"):
+        TrainJob(load_config(Path("quickstart"), [f"run.out_dir={tmp_path}"]))
+    assert not (tmp_path / "quickstart").exists()
+    sets = [f"run.out_dir={tmp_path}", "tasks.also_eval=[]"]
+    job = TrainJob(load_config(Path("quickstart"), sets))
     assert (tmp_path / "quickstart" / "run.sqlite").is_file()
     job.close()  # closes the store it opened (start() was never called)
     with pytest.raises(FileExistsError, match="already holds a run"):
-        TrainJob(load_config(Path("quickstart"), [f"run.out_dir={tmp_path}"]))
+        TrainJob(load_config(Path("quickstart"), sets))
+
+
+def test_more_held_out_tasks_come_from_other_task_files(tmp_path):
+    """``[[tasks.also_eval]]``: held-out tasks of another file join every stage; clashing ids
+    and a set that selects nothing are refused by name."""
+    from cheetah.rl.job import TrainJob
+    from cheetah.tasks.loaders import load_tasks
+
+    extra = tmp_path / "extra.jsonl"
+    with extra.open("w") as f:
+        for t in load_tasks("curriculum")[:400]:
+            if t.split == "heldout" and t.tier in ("named", "file"):
+                t = t.model_copy(update={"id": "x-" + t.id})
+                f.write(t.model_dump_json(exclude_none=True) + "\n")
+    base = [f"run.out_dir={tmp_path}", "tasks.also_eval=[]", "tasks.tier=line"]
+
+    def job(name: str, also: str) -> TrainJob:
+        sets = [*base, f"run.name={name}", f"tasks.also_eval=[{also}]"]
+        return TrainJob(load_config(Path("quickstart"), sets))
+
+    j = job("a", f'{{file = "{extra}", tier = "named", limit = 3}}')
+    added = [t for t in j.eval_tasks if t.id.startswith("x-")]
+    assert len(added) == 3 and {t.tier for t in added} == {"named"}
+    assert len(j.eval_tasks) == 32 + 3  # the file's own 32, then the 3 of the other
+    j.close()
+    with pytest.raises(ValueError, match=r"also_eval\[0\].*no tasks that match"):
+        job("b", f'{{file = "{extra}", tier = "line"}}')
+    with pytest.raises(ValueError, match=r"also_eval\[0\].*already evaluated"):
+        job("c", '{file = "curriculum", tier = "line"}')
 
 
 def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):

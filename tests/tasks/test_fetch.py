@@ -206,3 +206,9 @@ def test_tasks_name_a_fetched_repo_by_package_and_version(
         materialize(Snapshot(package="tinypkg==2.0"), tmp_path / "t2")
     with pytest.raises(SnapshotError, match="not fetched: run `cheetah tasks fetch --only other`"):
         materialize(Snapshot(package="other==1.0"), tmp_path / "t3")
+    from cheetah.tasks.fetched import unfetched
+
+    assert unfetched({"tinypkg==1.0"}) is None
+    problem = unfetched({"tinypkg==1.0", "other==1.0", "tinypkg==2.0"})
+    assert problem is not None and problem.startswith("not fetched: other==1.0, tinypkg==2.0;")
+    assert "`cheetah tasks fetch --only other tinypkg`" in problem

@@ -106,6 +106,15 @@ def test_select_filters():
     assert [t.id for t in select_tasks(tasks, tier="easy")] == ["t0", "t1"]
     assert [t.id for t in select_tasks(tasks, split="train", limit=1)] == ["t0"]
     assert [t.id for t in select_tasks(tasks, ids=["t2"])] == ["t2"]
+    tagged = [t.model_copy(update={"tags": ["x"] if t.id == "t1" else []}) for t in tasks]
+    assert [t.id for t in select_tasks(tagged, tag="x")] == ["t1"]
+
+
+def test_a_snapshot_names_its_repo():
+    assert Snapshot(package="tinydb==4.9.0").repo == "tinydb"
+    assert Snapshot(dir="/data/repos/webapi/").repo == "webapi"
+    assert Snapshot(tar="/a/b/proj.tar.gz").repo == "proj"
+    assert Snapshot(git="https://github.com/o/lib.git", subdir="src/").repo == "lib/src"
 
 
 def test_parse_tasks_skips_comments_and_blank_lines(tmp_path):
