@@ -257,7 +257,12 @@ class TrainSection(TrainConfig):
         0.1, ge=0.0, le=1.0, description="share of SFT and of RL steps with a linear LR warmup"
     )
     lr_decay: Literal["cosine", "constant"] = Field(
-        "cosine", description="after warmup: cosine decay to 10% of the peak, or constant"
+        "cosine",
+        description="RL's LR after warmup: cosine decay to 10% of the peak, or constant "
+        "(a run of a few steps: cosine leaves the last one a tenth of the peak)",
+    )
+    sft_lr_decay: Literal["cosine", "constant"] = Field(
+        "cosine", description="the same for the SFT warm start"
     )
     max_seq_len: int = Field(
         2048, ge=1, description="tokens of one trained sequence; longer samples are cut"

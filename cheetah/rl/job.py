@@ -269,7 +269,7 @@ class TrainJob:
         for i in range(steps):
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
             t = self.cfg.train
-            self.trainer.set_lr(lr_at(i, steps, t.sft_lr, t.warmup_frac, t.lr_decay))
+            self.trainer.set_lr(lr_at(i, steps, t.sft_lr, t.warmup_frac, t.sft_lr_decay))
             with self.clock.phase("sft:steps"):
                 m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
