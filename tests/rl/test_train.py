@@ -115,7 +115,7 @@ def test_more_held_out_tasks_come_from_other_task_files(tmp_path):
     j = job("a", f'{{file = "{extra}", tier = "named", limit = 3}}')
     added = [t for t in j.eval_tasks if t.id.startswith("x-")]
     assert len(added) == 3 and {t.tier for t in added} == {"named"}
-    assert len(j.eval_tasks) == 32 + 3  # the file's own 32, then the 3 of the other
+    assert len(j.eval_tasks) == j.cfg.tasks.eval_limit + 3  # the file's own, then the 3
     j.close()
     with pytest.raises(ValueError, match=r"also_eval\[0\].*no tasks that match"):
         job("b", f'{{file = "{extra}", tier = "line"}}')
