@@ -155,13 +155,6 @@ class EvalSet(_Section):
         0, ge=0, description="at most this many, shared by the tiers and evenly spaced (0: all)"
     )
 
-    def tiers(self) -> list[str] | None:
-        return _tiers(self.tier)
-
-
-def _tiers(tier: str | list[str] | None) -> list[str] | None:
-    return [tier] if isinstance(tier, str) else tier
-
 
 class TasksSection(_Section):
     file: Path = Field(
@@ -185,7 +178,7 @@ class TasksSection(_Section):
     )
 
     def tiers(self) -> list[str] | None:
-        return _tiers(self.tier)
+        return [self.tier] if isinstance(self.tier, str) else self.tier
 
     def files(self) -> list[Path]:
         """Every task file the run reads (the training file first)."""

@@ -98,7 +98,7 @@ class TrainJob:
             where = f"tasks.also_eval[{i}]"
             chosen = spread(
                 select_tasks(
-                    load_tasks(extra.file), tier=extra.tiers(), split=extra.split, tag=extra.tag
+                    load_tasks(extra.file), tier=extra.tier, split=extra.split, tag=extra.tag
                 ),
                 extra.limit,
             )
