@@ -21,6 +21,7 @@ from cheetah import bundled
 from cheetah.config import ConfigError, read_toml, validate
 from cheetah.harness.loop import AgentLimits
 from cheetah.inference.remote import ServerKind
+from cheetah.rl.lr_schedule import lr_at
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.schema import Split
 
@@ -302,6 +303,14 @@ class TrainSection(TrainConfig):
         "query quotes in a file it names before editing (a skippable turn: both styles in SFT, "
         "for RL with rollout.turn_cost to choose)",
     )
+
+    def sft_lr_of(self, step: int, total: int) -> float:
+        """The LR of SFT step ``step`` (0-based) of ``total``: ``sft_lr``, ``sft_lr_decay``."""
+        return lr_at(step, total, self.sft_lr, self.warmup_frac, self.sft_lr_decay)
+
+    def rl_lr_of(self, step: int) -> float:
+        """The LR of RL step ``step`` (0-based) of ``steps``: ``lr``, ``lr_decay``."""
+        return lr_at(step, self.steps, self.lr, self.warmup_frac, self.lr_decay)
 
 
 class TrainRunConfig(_Section):

@@ -50,7 +50,6 @@ from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.curves import plot_curves, plot_learning_curve
 from cheetah.rl.export import read_records
 from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
-from cheetah.rl.lr_schedule import lr_at
 from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
@@ -268,8 +267,7 @@ class TrainJob:
         per = max(1, min(self.cfg.train.sft_batch, len(samples)))
         for i in range(steps):
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
-            t = self.cfg.train
-            self.trainer.set_lr(lr_at(i, steps, t.sft_lr, t.warmup_frac, t.sft_lr_decay))
+            self.trainer.set_lr(self.cfg.train.sft_lr_of(i, steps))
             with self.clock.phase("sft:steps"):
                 m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
@@ -379,8 +377,7 @@ class TrainJob:
         b = build_step_batch(batch, self.tokenizer, self.cfg.train.max_seq_len, resampled)
         metrics, samples, ids = b.metrics, b.samples, b.rollout_ids
         if b.has_signal:
-            t = self.cfg.train
-            metrics["lr"] = lr_at(step - 1, t.steps, t.lr, t.warmup_frac, t.lr_decay)
+            metrics["lr"] = self.cfg.train.rl_lr_of(step - 1)
             self.trainer.set_lr(metrics["lr"])
             with self.clock.phase("rl:trainer_steps"):
                 m = await asyncio.to_thread(self.trainer.rl_step, samples)
