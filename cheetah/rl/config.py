@@ -304,9 +304,9 @@ class TrainSection(TrainConfig):
         "for RL with rollout.turn_cost to choose)",
     )
 
-    def sft_lr_of(self, step: int, total: int) -> float:
-        """The LR of SFT step ``step`` (0-based) of ``total``: ``sft_lr``, ``sft_lr_decay``."""
-        return lr_at(step, total, self.sft_lr, self.warmup_frac, self.sft_lr_decay)
+    def sft_lr_of(self, step: int) -> float:
+        """The LR of SFT step ``step`` (0-based) of ``sft_steps``: ``sft_lr``, ``sft_lr_decay``."""
+        return lr_at(step, self.sft_steps, self.sft_lr, self.warmup_frac, self.sft_lr_decay)
 
     def rl_lr_of(self, step: int) -> float:
         """The LR of RL step ``step`` (0-based) of ``steps``: ``lr``, ``lr_decay``."""

@@ -267,7 +267,7 @@ class TrainJob:
         per = max(1, min(self.cfg.train.sft_batch, len(samples)))
         for i in range(steps):
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
-            self.trainer.set_lr(self.cfg.train.sft_lr_of(i, steps))
+            self.trainer.set_lr(self.cfg.train.sft_lr_of(i))
             with self.clock.phase("sft:steps"):
                 m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")

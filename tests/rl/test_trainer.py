@@ -262,13 +262,19 @@ def test_sft_and_rl_follow_their_own_lr_schedules():
     from cheetah.rl.config import TrainSection
 
     t = TrainSection(
-        steps=3, lr=2.0, lr_decay="constant", sft_lr=1.0, sft_lr_decay="cosine", warmup_frac=0
+        steps=3,
+        lr=2.0,
+        lr_decay="constant",
+        sft_steps=5,
+        sft_lr=1.0,
+        sft_lr_decay="cosine",
+        warmup_frac=0,
     )
     assert [t.rl_lr_of(i) for i in range(3)] == [2.0] * 3
-    sft = [t.sft_lr_of(i, 5) for i in range(5)]
+    sft = [t.sft_lr_of(i) for i in range(5)]
     assert sft[0] == 1.0 and sft[-1] == pytest.approx(0.1) and sft == sorted(sft, reverse=True)
     swapped = t.model_copy(update={"lr_decay": "cosine", "sft_lr_decay": "constant"})
-    assert [swapped.sft_lr_of(i, 5) for i in range(5)] == [1.0] * 5
+    assert [swapped.sft_lr_of(i) for i in range(5)] == [1.0] * 5
     assert swapped.rl_lr_of(2) == pytest.approx(0.2)
 
 
