@@ -46,6 +46,7 @@ import ray
 
 from cheetah.inference.ray_engine import EngineActor, RayEngine
 from cheetah.model.loading import ModelLoadError, check_spec
+from cheetah.progress import Pace
 from cheetah.rl.config import TrainRunConfig
 from cheetah.rl.curves import plot_curves, plot_learning_curve
 from cheetah.rl.export import read_records
@@ -320,12 +321,21 @@ class TrainJob:
         step = self._resume_state(scheduler) if self.resume else 0
         if step:
             await self.trainer.sync_to(self.sync_targets)
-        state: dict[str, Any] = {"step": step, "idle_from": time.perf_counter()}
+        state: dict[str, Any] = {"step": step, "idle_from": time.perf_counter(), "since": []}
+        pace = Pace(30.0)  # a step can take minutes: a line between steps, for logs
 
         def on_result(f: Finished) -> None:
             if f.error:
                 self.log(f"task {f.spec.task_id} could not run; its group is dropped: {f.error}")
                 return
+            since = state["since"]
+            since.append(f.reward)
+            if pace.due():
+                self.log(
+                    f"RL step {state['step'] + 1}: {len(since)} rollouts finished since the last"
+                    f" step, mean reward {sum(since) / len(since):.3f}"
+                    f", {scheduler.stats.groups_resampled} groups resampled in the run"
+                )
             self.store.add_rollout(
                 f.spec.rollout_id,
                 f.spec.group_id,
@@ -344,6 +354,7 @@ class TrainJob:
             self.store.mark_trained(dropped, -1)  # never to be trained (none: a no-op)
             scheduler.dropped.clear()
             state["step"] += 1
+            state["since"] = []
             await self._train_step(state["step"], batch, resampled)
             state["idle_from"] = time.perf_counter()
 
