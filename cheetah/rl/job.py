@@ -332,9 +332,9 @@ class TrainJob:
             since.append(f.reward)
             if pace.due():
                 self.log(
-                    f"RL step {state['step'] + 1}: {len(since)} rollouts finished since the last"
-                    f" step, mean reward {sum(since) / len(since):.3f}"
-                    f", {scheduler.stats.groups_resampled} groups resampled in the run"
+                    f"rollouts for RL step {state['step'] + 1}: {len(since)} finished, mean"
+                    f" reward {sum(since) / len(since):.3f}; groups resampled in the run:"
+                    f" {scheduler.stats.groups_resampled}"
                 )
             self.store.add_rollout(
                 f.spec.rollout_id,
