@@ -79,7 +79,11 @@ async def test_a_hostile_model_through_the_api_is_contained(env, host, tmp_path)
     assert victim.read_text() == "victim\n"
     assert "ConnectionRefusedError" in seen[2] or "unreachable" in seen[2]
     assert "survived" in seen[3] or "Resource temporarily unavailable" in seen[3]
-    assert "ALLOCATED" not in seen[3] and "rc=137" in seen[3]  # the hog was killed
+    # The hog runs beside the bomb in the same session: it is killed by the memory limit, or,
+    # when the bomb has taken every process slot first (a busy machine), it cannot start.
+    hog = seen[3].split('index="2"', 1)[1]
+    assert "ALLOCATED" not in hog
+    assert "rc=137" in hog or "Resource temporarily unavailable" in hog, hog
     assert "started" in seen[4]
     listener.close()
     _, reward, terminated, _, info = await gym.step("Fixed: add() adds.")
