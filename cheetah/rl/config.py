@@ -157,6 +157,19 @@ class EvalSet(_Section):
     )
 
 
+class SftSet(EvalSet):
+    """Training tasks of other tiers (or another file) demonstrated in SFT only
+    (``[[tasks.sft_also]]``): RL and the held-out stages keep ``tasks.tier``."""
+
+    split: Split = Field("train", description="only tasks of this split")
+    tag: str | list[str] | None = Field(
+        None, description="only tasks with this tag, or with any of these (e.g. ``compare``)"
+    )
+    limit: int = Field(
+        ..., ge=1, description="this many demonstrations, in place of as many of tasks.tier's"
+    )
+
+
 class TasksSection(_Section):
     file: Path = Field(
         Path("benchmark"), description="JSONL task file, or a bundled task set's name"
@@ -177,13 +190,19 @@ class TasksSection(_Section):
         description="more held-out tasks from other task files (``[[tasks.also_eval]]``), "
         "evaluated in every stage beside the file's own: e.g. real code never trained on",
     )
+    sft_also: list[SftSet] = Field(
+        default_factory=list,
+        description="demonstrations of other tiers in SFT (``[[tasks.sft_also]]``), e.g. "
+        "plain bug reports that a search starts; they take the place of as many of the "
+        "sft_steps x sft_batch demonstrations of tasks.tier",
+    )
 
     def tiers(self) -> list[str] | None:
         return [self.tier] if isinstance(self.tier, str) else self.tier
 
     def files(self) -> list[Path]:
         """Every task file the run reads (the training file first)."""
-        return [self.file, *(s.file for s in self.also_eval)]
+        return [self.file, *(s.file for s in [*self.also_eval, *self.sft_also])]
 
 
 class RolloutSection(AgentLimits):
@@ -215,6 +234,12 @@ class RolloutSection(AgentLimits):
         description="reward shaping: this times the number of assistant turns is subtracted "
         "from a rollout with task reward, so solving in fewer turns (several calls per turn) is "
         "worth more; failures pay nothing (no reward for giving up early); 0 = off",
+    )
+    claim_cost: float = Field(
+        0.0,
+        ge=0.0,
+        description="reward shaping: subtracted from a rollout whose closing answer claims a "
+        "change the workspace does not show (cheetah/tasks/claims.py); 0 = off",
     )
     dynamic_sampling: bool = Field(
         True,
@@ -302,6 +327,15 @@ class TrainSection(TrainConfig):
         description="share of oracle demonstrations that read the lines around a line the "
         "query quotes in a file it names before editing (a skippable turn: both styles in SFT, "
         "for RL with rollout.turn_cost to choose)",
+    )
+
+    sft_recover_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of oracle demonstrations whose first edit is refused (a wrong "
+        "old_str, not trained on) and which then read the lines and edit again: what to do "
+        "after an error, instead of answering as if the edit was made",
     )
 
     def sft_lr_of(self, step: int) -> float:

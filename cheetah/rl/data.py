@@ -77,6 +77,22 @@ def sample_from_trajectory(
     )
 
 
+def untrain_turns(sample: Sample, turns: frozenset[int]) -> Sample:
+    """``sample`` with the loss mask of its assistant messages ``turns`` (0-based) set to 0:
+    each assistant message is one run of 1s in the mask (``tokenize_chat``)."""
+    if not turns:
+        return sample
+    mask, run, inside = list(sample.loss_mask), -1, False
+    for i, m in enumerate(mask):
+        if m and not inside:
+            run += 1
+        inside = bool(m)
+        if m and run in turns:
+            mask[i] = 0
+    sample.loss_mask = mask
+    return sample
+
+
 def truncation_metrics(samples: list[Sample], trajs: list[Trajectory]) -> dict[str, float]:
     """What limits cut, per step: turns ended by ``max_new_tokens`` (finish reason
     "length"), samples cut by ``max_seq_len``, and the tokens (trained ones) lost."""

@@ -108,7 +108,19 @@ class TrainJob:
             if clash:
                 raise ValueError(f"{where}: task ids already evaluated: {sorted(clash)[:3]}")
             self.eval_tasks += chosen
-        needed = {t.snapshot.package for t in self.train_tasks + self.eval_tasks}
+        self.sft_also_tasks: list = []
+        for i, extra in enumerate(cfg.tasks.sft_also):
+            chosen = select_tasks(
+                load_tasks(extra.file), tier=extra.tier, split=extra.split, tag=extra.tag
+            )
+            chosen = [t for t in chosen if t.reference_patch]
+            if not chosen:
+                raise ValueError(f"tasks.sft_also[{i}]: {extra.file} has no tasks that match it")
+            random.Random(cfg.run.seed + i).shuffle(chosen)
+            self.sft_also_tasks += chosen[: extra.limit]
+        needed = {
+            t.snapshot.package for t in self.train_tasks + self.eval_tasks + self.sft_also_tasks
+        }
         if problem := unfetched({p for p in needed if p}):
             raise ValueError(f"tasks: {problem}")
         if not cfg.model.engine_urls:
@@ -253,6 +265,7 @@ class TrainJob:
                 self.tokenizer,
                 self.rng,
                 self.log,
+                also=self.sft_also_tasks,
             )
         if not samples:
             self.log("sft: no demonstration to train on; skipped")

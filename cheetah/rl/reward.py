@@ -9,7 +9,9 @@ no call). ``turn_cost`` subtracts a cost per assistant turn from a rollout that 
 reward, so one that solves the task in fewer turns (several tool calls per message, as the
 harness allows) earns more. A rollout without task reward pays nothing for its turns: a cost
 there would rank a failure that gives up at once above one that kept trying, and teach the
-policy to quit. Pass rates and the benchmark never include either.
+policy to quit. ``claim_cost`` is charged to a rollout whose closing answer claims a change
+the workspace does not show (``tasks/claims.py``): among failed rollouts, one that says
+nothing false earns more than one that reports an edit its tools refused. Pass rates and the benchmark never include either.
 
 Deliberately left out: rewards for reading the right file or for partial test passes
 (they leak task knowledge into the reward and invite gaming).
@@ -18,6 +20,7 @@ Deliberately left out: rewards for reading the right file or for partial test pa
 from __future__ import annotations
 
 from cheetah.harness.trajectory import Trajectory
+from cheetah.tasks.claims import false_claim
 
 
 def call_success_rate(traj: Trajectory) -> float:
@@ -27,11 +30,19 @@ def call_success_rate(traj: Trajectory) -> float:
 
 
 def shaped_reward(
-    task_reward: float, traj: Trajectory, format_weight: float, turn_cost: float = 0.0
+    task_reward: float,
+    traj: Trajectory,
+    format_weight: float,
+    turn_cost: float = 0.0,
+    claim_cost: float = 0.0,
+    diff: str | None = None,
 ) -> float:
     """``task_reward + format_weight * call_success_rate - turn_cost * turns``, the turn cost
-    only where ``task_reward > 0``."""
+    only where ``task_reward > 0``, minus ``claim_cost`` for a false claim of a change
+    (``diff``: the workspace's, when known; else the trajectory's grade or edits)."""
     reward = task_reward
+    if claim_cost and false_claim(traj, diff):
+        reward -= claim_cost
     if format_weight:
         reward += format_weight * call_success_rate(traj)
     if turn_cost and task_reward > 0:

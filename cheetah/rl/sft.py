@@ -18,7 +18,7 @@ from typing import Any
 
 from cheetah.progress import Pace
 from cheetah.rl.config import TrainRunConfig
-from cheetah.rl.data import Sample, sample_from_trajectory
+from cheetah.rl.data import Sample, sample_from_trajectory, untrain_turns
 from cheetah.rl.export import sft_samples
 from cheetah.tasks.schema import Task
 
@@ -33,12 +33,15 @@ async def collect_demonstrations(
     concurrency: int,
     log: Callable[[str], None],
     read_share: float = 0.0,
+    recover_share: float = 0.0,
 ) -> list[Sample]:
     """One sample per task the oracle solves (``need_logprobs=False``: SFT trains on them);
-    ``read_share`` of them read around a quoted line before editing (``oracle.reads_first``)."""
+    ``read_share`` of them read around a quoted line before editing (``oracle.reads_first``),
+    ``recover_share`` recover from a refused edit (``oracle.recovers``; the refused edit is
+    not trained on)."""
     from cheetah.harness.loop import AgentError
     from cheetah.tasks.episode import Episode, run_episode
-    from cheetah.tasks.oracle import OraclePolicy, reads_first
+    from cheetah.tasks.oracle import OraclePolicy, reads_first, recovers
 
     gate = asyncio.Semaphore(max(1, concurrency))
     done, pace = [0], Pace()
@@ -46,7 +49,12 @@ async def collect_demonstrations(
     async def demonstrate(task: Task) -> Sample | None:
         async with gate:
             try:
-                policy = OraclePolicy(task, run_tests, reads_first(task, read_share))
+                policy = OraclePolicy(
+                    task,
+                    run_tests,
+                    reads_first(task, read_share),
+                    recovers(task, recover_share),
+                )
                 ep = await run_episode(task, policy, sessions)
             except AgentError as e:  # the env broke, not the demonstration: skip the task
                 ep = Episode(task, error=str(e))
@@ -59,9 +67,10 @@ async def collect_demonstrations(
         if ep.grade is None or not ep.grade.correct:  # never imitate a wrong fix
             log(f"sft: the oracle does not solve task {task.id}; skipped")
             return None
-        return sample_from_trajectory(
+        sample = sample_from_trajectory(
             ep.trajectory, tokenizer, need_logprobs=False, max_len=max_len
         )
+        return untrain_turns(sample, policy.untrained)
 
     found = await asyncio.gather(*(demonstrate(t) for t in tasks))
     return [s for s in found if s is not None]
@@ -75,10 +84,11 @@ async def sft_samples_for(
     tokenizer: Any,
     rng: random.Random,
     log: Callable[[str], None],
+    also: list[Task] | None = None,
 ) -> list[Sample]:
     """The warm start's samples: from ``records`` (``train.sft_data``) when given, else the
-    oracle's demonstrations of at most ``sft_steps x sft_batch`` training tasks, run on the
-    env servers of ``env_cfg``."""
+    oracle's demonstrations of at most ``sft_steps x sft_batch`` tasks, run on the env
+    servers of ``env_cfg``: ``also`` (``tasks.sft_also``) and training tasks for the rest."""
     t = cfg.train
     if records is not None:
         samples, skipped = sft_samples(records, tokenizer, t.max_seq_len)
@@ -91,7 +101,9 @@ async def sft_samples_for(
     r = env_cfg.rollout
     tasks = [task for task in train_tasks if task.reference_patch]
     rng.shuffle(tasks)  # one pass of the SFT steps needs at most steps x batch demos
-    tasks = tasks[: t.sft_steps * max(1, t.sft_batch)]
+    room = t.sft_steps * max(1, t.sft_batch)
+    extra = [task for task in also or [] if task.reference_patch][:room]
+    tasks = tasks[: room - len(extra)] + extra
     async with fleet_sessions(r.env_urls, env_token(env_cfg)) as sessions:
         return await collect_demonstrations(
             tasks,
@@ -102,4 +114,5 @@ async def sft_samples_for(
             concurrency=r.workers * r.worker_capacity,
             log=log,
             read_share=t.sft_read_share,
+            recover_share=t.sft_recover_share,
         )

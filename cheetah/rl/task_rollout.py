@@ -86,7 +86,9 @@ class TaskRollout:
             return Finished(spec, reward=0.0, versions=[], error=ep.error)
         traj = ep.trajectory
         assert traj is not None and ep.grade is not None
-        traj.reward = shaped_reward(ep.grade.reward, traj, r.format_weight, r.turn_cost)
+        traj.reward = shaped_reward(
+            ep.grade.reward, traj, r.format_weight, r.turn_cost, r.claim_cost, ep.grade.diff
+        )
         versions = [t.policy_version or 0 for t in traj.turns]
         return Finished(
             spec, reward=traj.reward, versions=versions, trajectory=traj.model_dump_json()

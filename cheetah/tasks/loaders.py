@@ -149,19 +149,20 @@ def select_tasks(
     split: str | None = None,
     tier: str | list[str] | None = None,
     ids: list[str] | None = None,
-    tag: str | None = None,
+    tag: str | list[str] | None = None,
     limit: int | None = None,
 ) -> list[Task]:
-    """Filter by split, tier (one, or any of several), ids (in file order) and a tag, then
-    keep the first ``limit``."""
+    """Filter by split, tier (one, or any of several), ids (in file order) and a tag (one,
+    or any of several), then keep the first ``limit``."""
     tiers = {tier} if isinstance(tier, str) else set(tier or ())
+    tags = {tag} if isinstance(tag, str) else set(tag or ())
     out = [
         t
         for t in tasks
         if (split is None or t.split == split)
         and (not tiers or t.tier in tiers)
         and (not ids or t.id in ids)
-        and (tag is None or tag in t.tags)
+        and (not tags or not tags.isdisjoint(t.tags))
     ]
     return out[:limit] if limit else out
 

@@ -3,7 +3,8 @@
 ``behaviour`` summarizes how a set of runs used the tools (what learning should
 change first): parse rate, old_str match rate, right-file edit rate, calls per turn,
 turns per task, reads and searches before the first edit, edits that would change
-nothing, and the share of turns cut by the token limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
+nothing, closing answers that claim a change the workspace does not show
+(``tasks/claims.py``), and the share of turns cut by the token limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
 
 Deliberately left out: per-token latency (the report shows wall time per task; token
 timing belongs to the inference benchmarks).
@@ -15,6 +16,7 @@ from math import comb
 from statistics import fmean
 
 from cheetah.harness.trajectory import Trajectory
+from cheetah.tasks.claims import false_claim
 
 EXPLORE_TOOLS = frozenset({"read_file", "list_dir", "grep", "codebase_search"})
 EDIT_TOOLS = frozenset({"edit_file"})
@@ -93,6 +95,7 @@ def behaviour(trajs: list[Trajectory], targets: list[set[str] | None]) -> dict[s
         "turns_per_task": mean_of(rows, "turns"),
         "explore_before_edit": mean_of(rows, "explore_before_edit"),
         "noop_edits": mean_of(rows, "noop_edits"),
+        "false_claims": _share(sum(false_claim(t) for t in trajs), len(trajs)),
         "truncated_turn_share": _share(
             sum(turn.finish_reason == "length" for turn in turns), len(turns)
         ),

@@ -22,16 +22,30 @@ message: two calls in one turn). Where the query names the file and quotes the l
 ``read_first`` (for a share of tasks, ``reads_first``) adds the read of those lines before
 the edit: a turn a tidy agent may skip, so SFT shows both and RL with a turn cost can choose.
 
+Where the query neither names the file nor quotes the text to change (a bug report: the
+failing tests and pytest's words), it searches for the function that holds the change
+(``grep`` for ``def name(``; with the ``parallel`` style, beside a grep for the failing
+test's definition) and reads that function before the edit, instead of reading a file no
+one told it about.
+
+``recover`` (for a share of demonstrations, ``recovers``), where the query names the file
+and quotes the line, makes the first edit a refused one (``old_str`` is the fixed text, which the file does not hold), then reads the lines
+around and edits again: what to do after an error, instead of answering as if the edit was
+made. That refused edit is in ``Demonstration.untrained``: SFT does not train on it.
+
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
+import re
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cheetah.harness.policy import Generation, PolicyError, estimate_tokens
@@ -126,16 +140,75 @@ def _search_turns(task: Task, fp_path: str, old: str, before: str, style: str) -
 def _read_around(fp_path: str, old: str, before: str) -> str:
     """A turn reading the ``READ_CONTEXT`` lines on each side of where ``old`` (unique in
     ``before``, maybe several lines with ``_block``'s leading newline) starts."""
-    hit = before[: before.index(old.removeprefix("\n"))].count("\n") + 1
+    hit = _line_of(before, old)
     lo, hi = max(1, hit - READ_CONTEXT), hit + READ_CONTEXT
     read = {"path": fp_path, "start_line": str(lo), "end_line": str(hi)}
     return "Reading the lines around it.\n" + render_call("read_file", read)
 
 
+def _names(query: str, path: str) -> bool:
+    """Whether ``query`` names ``path`` (not as the tail of a longer path: m.py is not named
+    by tests/test_m.py)."""
+    return re.search(r"(?<![\w/.-])" + re.escape(path), query) is not None
+
+
+def _line_of(before: str, old: str) -> int:
+    """The 1-based line where ``old`` (unique in ``before``; ``_block``'s newline allowed)
+    starts."""
+    return before[: before.index(old.removeprefix("\n"))].count("\n") + 1
+
+
+def enclosing_function(source: str, line: int) -> tuple[str, int, int] | None:
+    """Name, first and last line of the innermost function of ``source`` that holds
+    ``line`` (None outside any function, or for source that does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    best: tuple[str, int, int] | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end and (best is None or node.lineno >= best[1]):
+                best = (node.name, node.lineno, end)
+    return best
+
+
+def _find_function_turns(
+    task: Task, fp_path: str, old: str, before: str, style: str
+) -> list[str] | None:
+    """The turns that find the function holding ``old`` when the query names neither the
+    file nor the text: a grep for its ``def``, then a read of the function (None when the
+    change is outside a function)."""
+    found = enclosing_function(before, _line_of(before, old))
+    if found is None:
+        return None
+    name, first, last = found
+    grep = render_call("grep", {"pattern": f"def {name}(", "literal": "true"})
+    test = _test_definition(task)
+    if style == "parallel" and test is not None:
+        search = "Searching for the function and the failing test.\n" + grep + "\n"
+        search += render_call("grep", test)
+    else:
+        search = f"Searching for `{name}`.\n" + grep
+    read = {"path": fp_path, "start_line": str(first), "end_line": str(last)}
+    return [search, f"Reading `{name}`.\n" + render_call("read_file", read)]
+
+
 def reads_first(task: Task, share: float) -> bool:
     """Whether ``task``'s demonstration reads around a quoted line it could edit directly:
     true for a stable ``share`` of tasks (by a hash of the id, independent of ``style_for``)."""
-    digest = hashlib.sha256(b"read-first:" + task.id.encode()).digest()
+    return _share_of(b"read-first:", task, share)
+
+
+def recovers(task: Task, share: float) -> bool:
+    """Whether ``task``'s demonstration starts with a refused edit and recovers from it: a
+    stable ``share`` of tasks (a hash independent of ``reads_first`` and ``style_for``)."""
+    return _share_of(b"recover:", task, share)
+
+
+def _share_of(salt: bytes, task: Task, share: float) -> bool:
+    digest = hashlib.sha256(salt + task.id.encode()).digest()
     return int.from_bytes(digest[:4], "big") < share * 2**32
 
 
@@ -150,6 +223,15 @@ def _summary(changes: list[tuple[str, str, str]], removed: list[str]) -> str:
     return "I " + "; ".join(dict.fromkeys(parts)) + "."
 
 
+@dataclass
+class Demonstration:
+    """The oracle's assistant messages, and the indices of those SFT must not train on (a
+    deliberate mistake the demonstration recovers from)."""
+
+    messages: list[str]
+    untrained: frozenset[int] = field(default_factory=frozenset)
+
+
 def oracle_messages(
     task: Task,
     root: Path,
@@ -157,11 +239,25 @@ def oracle_messages(
     style: str | None = None,
     read_first: bool = False,
 ) -> list[str]:
+    """The assistant messages of ``oracle_demonstration`` (no refused edit)."""
+    return oracle_demonstration(task, root, run_tests, style, read_first).messages
+
+
+def oracle_demonstration(
+    task: Task,
+    root: Path,
+    run_tests: bool = True,
+    style: str | None = None,
+    read_first: bool = False,
+    recover: bool = False,
+) -> Demonstration:
     """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``;
     ``style`` (one of ``STYLES``; default ``style_for(task)``) shapes a search.
     ``read_first``: where the query names the file and quotes the line (one edit), read the
     lines around it before editing (a turn an agent could skip: RL with a turn cost may
-    learn to)."""
+    learn to). ``recover``: for one edit of one line the query quotes in a file it names, a
+    refused edit first, then a read of the lines around and the edit again (the refused one
+    is untrained; it replaces ``read_first``'s read)."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
     style = style or style_for(task)
@@ -174,6 +270,7 @@ def oracle_messages(
     searches: list[str] = []
     changes: list[tuple[str, str, str]] = []
     removed: list[str] = []
+    retry: list[str] = []
     for fp in files:
         if fp.new_path is None:
             edits.append(render_call("run_terminal", {"command": f"rm -f {fp.old_path}"}))
@@ -194,40 +291,66 @@ def oracle_messages(
                 render_call("edit_file", {"path": fp.path, "old_str": old, "new_str": new})
             )
             changes.append((fp.path, old, new))
+        one = len(files) == 1 and len(pairs) == 1
         quoted = all(old.strip() in task.query for old, _ in pairs)
-        if not quoted:
+        named = _names(task.query, fp.path)
+        if not quoted and not named and one:
+            searches = _find_function_turns(task, fp.path, pairs[0][0], before, style) or []
+            if not searches:
+                to_read.append(fp.old_path)
+        elif not quoted:
             to_read.append(fp.old_path)
-        elif fp.path not in task.query and len(files) == 1 and len(pairs) == 1:
+        elif not named and one:
             searches = _search_turns(task, fp.path, pairs[0][0], before, style)
-        elif read_first and len(files) == 1 and len(pairs) == 1:
+        elif read_first and one:
             searches = [_read_around(fp.path, pairs[0][0], before)]
-        elif fp.path not in task.query:
+        elif not named:
             to_read.append(fp.old_path)
+        direct = one and named and quoted  # the edit needs no search or read first
+        old, new = pairs[0] if direct else ("\n", "")
+        if recover and direct and "\n" not in old.strip() and new.strip() not in before:
+            wrong = {"path": fp.path, "old_str": new, "new_str": old}  # not in the file
+            read = _read_around(fp.path, old, before).split("\n", 1)[1]
+            retry = [
+                "Applying the fix.\n" + render_call("edit_file", wrong),
+                "That text is not in the file: reading the lines around it.\n" + read,
+            ]
+            searches = []  # the recovery reads those lines: no read-first turn as well
     reads = [render_call("read_file", {"path": p}) for p in to_read]
     messages = list(searches)
     if reads:
         messages.append("Reading the files to change.\n" + "\n".join(reads))
+    untrained = frozenset({len(messages)}) if retry else frozenset()
+    messages += retry
     messages.append("Applying the fix.\n" + "\n".join(edits))
     if run_tests:
         messages.append(
             "Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND})
         )
     messages.append(_summary(changes, removed))
-    return messages
+    return Demonstration(messages, untrained)
 
 
 class OraclePolicy:
     """Replays the reference solution of one task (see the module docstring)."""
 
-    def __init__(self, task: Task, run_tests: bool = True, read_first: bool = False) -> None:
-        self.task, self.run_tests, self.read_first = task, run_tests, read_first
+    def __init__(
+        self, task: Task, run_tests: bool = True, read_first: bool = False, recover: bool = False
+    ) -> None:
+        self.task, self.run_tests = task, run_tests
+        self.read_first, self.recover = read_first, recover
         self.name = "oracle"
         self._messages: list[str] | None = None
+        self.untrained: frozenset[int] = frozenset()  # turns SFT must not train on
 
     def _prepare(self) -> list[str]:
         with tempfile.TemporaryDirectory(prefix="cheetah-oracle-") as tmp:
             root = materialize(self.task.snapshot, Path(tmp) / "repo")
-            return oracle_messages(self.task, root, self.run_tests, read_first=self.read_first)
+            demo = oracle_demonstration(
+                self.task, root, self.run_tests, read_first=self.read_first, recover=self.recover
+            )
+        self.untrained = demo.untrained
+        return demo.messages
 
     async def generate(self, messages: list[Message]) -> Generation:
         if self._messages is None:

@@ -21,16 +21,26 @@ from cheetah.sandbox.config import SandboxConfig
 from cheetah.tasks.checkout import materialize
 from cheetah.tasks.episode import run_episode
 from cheetah.tasks.loaders import load_tasks, select_tasks
-from cheetah.tasks.oracle import OraclePolicy, oracle_messages
+from cheetah.tasks.oracle import OraclePolicy, oracle_demonstration, reads_first, recovers
 from cheetah.tasks.session import local_sessions
 
 CONFIGS = sorted(CONFIGS_DIR.glob("*.toml"))
 
 
-def _replies(task, tokenizer, run_tests: bool) -> list[int]:
+def _shape(task, cfg) -> dict[str, bool]:
+    """The demonstration options SFT draws for ``task`` (``rl/sft.py``)."""
+    t = cfg.train
+    return {
+        "run_tests": t.sft_run_tests,
+        "read_first": reads_first(task, t.sft_read_share),
+        "recover": recovers(task, t.sft_recover_share),
+    }
+
+
+def _replies(task, tokenizer, cfg) -> list[int]:
     with tempfile.TemporaryDirectory() as tmp:
         root = materialize(task.snapshot, Path(tmp) / "repo")
-        messages = oracle_messages(task, root, run_tests)
+        messages = oracle_demonstration(task, root, **_shape(task, cfg)).messages
     return [len(tokenizer(m, add_special_tokens=False)["input_ids"]) for m in messages]
 
 
@@ -45,9 +55,13 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
     tasks = select_tasks(
         load_tasks(cfg.tasks.file), tier=cfg.tasks.tier, split=cfg.tasks.train_split
     )
+    for extra in cfg.tasks.sft_also:  # demonstrated in SFT only: the same limits hold
+        tasks += select_tasks(
+            load_tasks(extra.file), tier=extra.tier, split=extra.split, tag=extra.tag
+        )
     demos = [t for t in tasks if t.reference_patch]
     assert demos, f"{path.name}: no SFT demonstrations"
-    replies = {t.id: _replies(t, tokenizer, cfg.train.sft_run_tests) for t in demos}
+    replies = {t.id: _replies(t, tokenizer, cfg) for t in demos}
     turns = {tid: len(r) for tid, r in replies.items() if len(r) > cfg.rollout.max_turns}
     assert not turns, f"{path.name}: demonstrations over max_turns={cfg.rollout.max_turns}: {turns}"
     cut = {tid: max(r) for tid, r in replies.items() if max(r) > cfg.rollout.max_new_tokens}
@@ -61,7 +75,7 @@ async def test_sft_demonstrations_fit_the_limits(path: Path, tmp_path):
     sessions = local_sessions("local", config=SandboxConfig(base_dir=tmp_path))
 
     async def tokens(task) -> tuple[str, int]:
-        ep = await run_episode(task, OraclePolicy(task, cfg.train.sft_run_tests), sessions)
+        ep = await run_episode(task, OraclePolicy(task, **_shape(task, cfg)), sessions)
         assert ep.error is None and ep.grade is not None and ep.grade.correct, task.id
         return task.id, len(tokenize_chat(ep.trajectory.messages, tokenizer).token_ids)
 

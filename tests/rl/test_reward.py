@@ -42,3 +42,15 @@ def test_turn_cost_rewards_solving_in_fewer_turns():
     # a failure pays nothing for its turns: quitting early must not beat trying
     assert shaped_reward(0.0, three, 0.0, turn_cost=0.05) == 0.0
     assert shaped_reward(0.0, one, 0.2, turn_cost=0.05) == pytest.approx(0.2)
+
+
+def test_claim_cost_charges_a_claimed_change_the_workspace_does_not_show():
+    refused = traj([True])
+    refused.turns.append(Turn(index=1, assistant="I changed `a` to `b` in m.py."))
+    honest = traj([True])
+    honest.turns.append(Turn(index=1, assistant="The edit was not applied."))
+    assert shaped_reward(0.0, refused, 0.0, claim_cost=0.5, diff="") == -0.5
+    assert shaped_reward(0.0, honest, 0.0, claim_cost=0.5, diff="") == 0.0
+    assert shaped_reward(0.0, refused, 0.0, claim_cost=0.0, diff="") == 0.0  # off by default
+    # a claim beside a change is not charged, whatever the grader thought of the change
+    assert shaped_reward(0.0, refused, 0.0, claim_cost=0.5, diff="+b\n") == 0.0

@@ -37,6 +37,7 @@ SMALL = [
     "rollout.sandbox=local",
     "train.updates_per_batch=1",  # the reported KL is the last update's: 0 on the first step
     "tasks.also_eval=[]",  # the plumbing needs no fetched package
+    "tasks.sft_also=[]",  # nor demonstrations of the curriculum
 ]
 
 
@@ -123,6 +124,47 @@ def test_more_held_out_tasks_come_from_other_task_files(tmp_path):
         job("b", f'{{file = "{extra}", tier = "line"}}')
     with pytest.raises(ValueError, match=r"also_eval\[0\].*already evaluated"):
         job("c", '{file = "curriculum", tier = "line"}')
+
+
+async def test_sft_also_demonstrations_take_the_place_of_as_many_of_the_tiers(
+    tmp_path, monkeypatch
+):
+    """``[[tasks.sft_also]]``: the quickstart's bug reports (behaviour tier, inverted
+    operators) are demonstrated in SFT only, within sft_steps x sft_batch; a set that selects
+    nothing is refused by name."""
+    import contextlib
+    import random
+
+    import cheetah.rl.sft as sft
+    import cheetah.tasks.remote_sessions as remote
+    from cheetah.rl.job import TrainJob
+
+    base = [f"run.out_dir={tmp_path}", "tasks.also_eval=[]"]
+    job = TrainJob(load_config(Path("quickstart"), base))
+    also = job.sft_also_tasks
+    assert len(also) == 24 and {t.tier for t in also} == {"behaviour"}
+    assert all({"compare", "arith", "boolop"} & set(t.tags) for t in also)
+    assert {t.tier for t in job.eval_tasks} == {"line", "locate"}  # RL and eval: the two tiers
+    chosen: list = []
+
+    async def record(tasks, *args, **kwargs):
+        chosen.extend(tasks)
+        return []
+
+    monkeypatch.setattr(sft, "collect_demonstrations", record)
+    monkeypatch.setattr(remote, "fleet_sessions", lambda *a: contextlib.nullcontext())
+    monkeypatch.setattr("cheetah.rl.task_rollout.env_token", lambda cfg: "")
+    cfg = job.cfg
+    await sft.sft_samples_for(
+        cfg, cfg, job.train_tasks, None, None, random.Random(0), print, also=also
+    )
+    room = cfg.train.sft_steps * cfg.train.sft_batch
+    assert len(chosen) == room and chosen[-24:] == also
+    assert {t.tier for t in chosen[:-24]} == {"line", "locate"}
+    job.close()
+    bad = '{file = "curriculum", tier = "behaviour", tag = "no-such-tag", limit = 2}'
+    with pytest.raises(ValueError, match=r"sft_also\[0\].*no tasks that match"):
+        TrainJob(load_config(Path("quickstart"), [*base, "run.name=b", f"tasks.sft_also=[{bad}]"]))
 
 
 def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):

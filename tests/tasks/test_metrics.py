@@ -51,4 +51,7 @@ def test_trajectory_metrics():
     )
     assert b["turns_per_task"] == pytest.approx(2.5) and b["noop_edits"] == pytest.approx(0.5)
     assert b["explore_before_edit"] == pytest.approx(1.5)
+    assert b["false_claims"] == 0.0  # "done" claims nothing
+    liar = Trajectory(query="q", turns=[Turn(index=0, assistant="I changed `a` to `b`.")])
+    assert behaviour([traj, liar], [None] * 2)["false_claims"] == pytest.approx(0.5)
     assert m["completion_tokens"] == 5

@@ -6,9 +6,12 @@ from cheetah.tasks.checkout import materialize
 from cheetah.tasks.oracle import (
     STYLES,
     _read_around,
+    enclosing_function,
     minimal_edit,
+    oracle_demonstration,
     oracle_messages,
     reads_first,
+    recovers,
     style_for,
 )
 from cheetah.tasks.patch import diff_texts
@@ -139,3 +142,72 @@ async def test_every_style_solves_real_locate_tasks_without_a_tool_error(tmp_pat
         calls = ep.trajectory.calls
         assert calls[0].name == "grep" and not any(c.is_error for c in calls), (task.id, style)
         assert calls[0].output.count("\n") == 0  # the quoted line is unique in the repo
+
+
+def test_a_bug_report_naming_neither_file_nor_line_searches_for_the_function_first(tmp_path):
+    task, repo = _task(tmp_path, "tests/test_m.py::test_g fails: assert 0 == 3. Fix the bug.")
+    shapes = {}
+    for style in STYLES:
+        messages = oracle_messages(task, repo, run_tests=False, style=style)
+        shapes[style] = [[c.name for c in parse_message(m)] for m in messages]
+        grep = parse_message(messages[0])[0]
+        assert grep.args == {"pattern": "def g(", "literal": "true"}
+        [read] = parse_message(messages[1])
+        assert read.args == {"path": "m.py", "start_line": "6", "end_line": "10"}  # all of g
+    assert shapes == {
+        "search": [["grep"], ["read_file"], ["edit_file"], []],
+        "read": [["grep"], ["read_file"], ["edit_file"], []],
+        "parallel": [["grep", "grep"], ["read_file"], ["edit_file"], []],
+    }
+    assert enclosing_function(BEFORE, 8) == ("g", 6, 10)
+    assert enclosing_function(BEFORE, 4) is None  # between functions
+    assert enclosing_function("def (:", 1) is None
+
+
+def test_a_recovering_demonstration_makes_a_refused_edit_it_does_not_train_on(tmp_path):
+    task, repo = _task(tmp_path, "Fix `g` in m.py; the line `if y > 2:` is wrong.")
+    demo = oracle_demonstration(task, repo, run_tests=False, recover=True)
+    calls = [parse_message(m) for m in demo.messages]
+    assert [[c.name for c in turn] for turn in calls] == [
+        ["edit_file"],
+        ["read_file"],
+        ["edit_file"],
+        [],
+    ]
+    assert calls[0][0].args["old_str"] == "if y >= 2:" and "if y >= 2:" not in BEFORE
+    assert calls[2][0].args["old_str"] == "if y > 2:"
+    assert demo.untrained == {0}  # only the refused edit
+    assert demo.messages[-1] == "I changed `if y > 2:` to `if y >= 2:` in m.py."
+    assert oracle_demonstration(task, repo, run_tests=False).untrained == frozenset()
+    # no recovery where the "wrong" text is in the file: that edit would go through
+    (repo / "m.py").write_text(BEFORE + "\nif y >= 2:\n    pass\n")
+    demo = oracle_demonstration(task, repo, run_tests=False, recover=True)
+    assert demo.untrained == frozenset() and len(demo.messages) == 2
+    tasks = [task.model_copy(update={"id": f"t{i}"}) for i in range(200)]
+    assert 60 < sum(recovers(t, 0.5) for t in tasks) < 140
+    assert {(recovers(t, 0.5), reads_first(t, 0.5)) for t in tasks} == {
+        (a, b) for a in (True, False) for b in (True, False)
+    }
+
+
+async def test_the_oracle_solves_real_bug_reports_and_recovers_without_another_error(tmp_path):
+    from cheetah.sandbox.config import SandboxConfig
+    from cheetah.tasks.episode import run_episode
+    from cheetah.tasks.loaders import load_tasks, select_tasks
+    from cheetah.tasks.oracle import OraclePolicy
+    from cheetah.tasks.session import local_sessions
+
+    sessions = local_sessions("local", config=SandboxConfig(base_dir=tmp_path))
+    reports = select_tasks(load_tasks("curriculum"), tier="behaviour", split="train")[::150]
+    lines = select_tasks(load_tasks("curriculum"), tier="line", split="train")[::90]
+    for task, recover in [(t, False) for t in reports] + [(t, True) for t in lines]:
+        policy = OraclePolicy(task, run_tests=False, recover=recover)
+        ep = await run_episode(task, policy, sessions)
+        assert ep.grade is not None and ep.grade.correct, task.id
+        calls = ep.trajectory.calls
+        errors = [c.is_error for c in calls]
+        if recover:
+            assert errors == [True, False, False] and policy.untrained == {0}, task.id
+        else:
+            assert calls[0].name == "grep" and calls[0].output.strip(), task.id
+            assert not any(errors) and calls[-1].name == "edit_file", task.id
