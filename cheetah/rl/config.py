@@ -149,8 +149,10 @@ class EvalSet(_Section):
         None, description="only tasks of this tier, or of these tiers (None: all)"
     )
     split: Split = Field("heldout", description="only tasks of this split")
-    tag: str | None = Field(
-        None, description="only tasks with this tag (``heldout-repo``: repos never trained on)"
+    tag: str | list[str] | None = Field(
+        None,
+        description="only tasks with this tag, or with any of these (``heldout-repo``: repos "
+        "never trained on; ``compare``: an inverted comparison)",
     )
     limit: int = Field(
         0, ge=0, description="at most this many, shared by the tiers and evenly spaced (0: all)"
@@ -162,9 +164,6 @@ class SftSet(EvalSet):
     (``[[tasks.sft_also]]``): RL and the held-out stages keep ``tasks.tier``."""
 
     split: Split = Field("train", description="only tasks of this split")
-    tag: str | list[str] | None = Field(
-        None, description="only tasks with this tag, or with any of these (e.g. ``compare``)"
-    )
     limit: int = Field(
         ..., ge=1, description="this many demonstrations, in place of as many of tasks.tier's"
     )

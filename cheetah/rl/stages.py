@@ -152,7 +152,7 @@ def table(summary: dict[str, Any]) -> str:
 
     lines = [
         "stage   tasks  solved  pass%   95% CI        parse%  match%  right-file%  "
-        "calls/turn  turns/task  explore",
+        "calls/turn  turns/task  explore  false-claim%",
     ]
     for s in summary["stages"]:
         b = s["behaviour"]
@@ -162,6 +162,7 @@ def table(summary: dict[str, Any]) -> str:
             f"[{pct(lo)}, {pct(hi)}]  {pct(b.get('parse_rate'))}   {pct(b.get('old_str_match_rate'))}"
             f"   {pct(b.get('right_file_edit_rate'))}        {num(b.get('calls_per_turn'))}"
             f"        {num(b.get('turns_per_task'))}     {num(b.get('explore_before_edit'))}"
+            f"     {pct(b.get('false_claims'))}"
         )  # fmt: skip
     lines += _breakdown(summary["stages"])
     for c in summary["comparisons"]:

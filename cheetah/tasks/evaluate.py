@@ -192,6 +192,7 @@ def summarize(
         "calls_per_turn",
         "explore_before_edit",
         "edits",
+        "false_claim",
         "turns",
         "completion_tokens",
         "prompt_tokens",

@@ -56,6 +56,7 @@ def trajectory_metrics(traj: Trajectory) -> dict[str, float | int | None]:
             and c.args["old_str"] == c.args.get("new_str")
             for c in calls
         ),
+        "false_claim": int(false_claim(traj)),
         "completion_tokens": traj.completion_tokens,
         "prompt_tokens": sum(prompt) if prompt else None,
         "agent_wall_s": traj.wall_s,

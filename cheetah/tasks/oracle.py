@@ -24,7 +24,8 @@ the edit: a turn a tidy agent may skip, so SFT shows both and RL with a turn cos
 
 Where the query neither names the file nor quotes the text to change (a bug report: the
 failing tests and pytest's words), it searches for the function that holds the change
-(``grep`` for ``def name(``; with the ``parallel`` style, beside a grep for the failing
+(``grep`` for ``def`` and the start of its name the failing test's shares; with the
+``parallel`` style, beside a grep for the failing
 test's definition) and reads that function before the edit, instead of reading a file no
 one told it about.
 
@@ -174,6 +175,20 @@ def enclosing_function(source: str, line: int) -> tuple[str, int, int] | None:
     return best
 
 
+def _stem(task: Task, name: str) -> str:
+    """What to grep for after ``def ``: the start the function's name shares with the first
+    failing test's (``test_reading_time`` finds ``reading_time_minutes``), as an agent with
+    only the report would guess it; the whole name when they share under 4 characters."""
+    test = _test_definition(task)
+    called = test["pattern"].removeprefix("def ").removesuffix("(") if test else ""
+    stem = called.removeprefix("test_")
+    n = 0
+    while n < min(len(stem), len(name)) and stem[n] == name[n]:
+        n += 1
+    common = name[:n].rstrip("_")
+    return common if len(common) >= 4 else name
+
+
 def _find_function_turns(
     task: Task, fp_path: str, old: str, before: str, style: str
 ) -> list[str] | None:
@@ -184,7 +199,7 @@ def _find_function_turns(
     if found is None:
         return None
     name, first, last = found
-    grep = render_call("grep", {"pattern": f"def {name}(", "literal": "true"})
+    grep = render_call("grep", {"pattern": f"def {_stem(task, name)}", "literal": "true"})
     test = _test_definition(task)
     if style == "parallel" and test is not None:
         search = "Searching for the function and the failing test.\n" + grep + "\n"

@@ -29,6 +29,7 @@ SUMMARY_ROWS = [
     ("calls per turn (parallelism)", "calls_per_turn"),
     ("reads and searches before first edit", "explore_before_edit"),
     ("edits per task", "edits"),
+    ("answers claiming a change the workspace lacks", "false_claim"),
     ("turns per task", "turns"),
     ("completion tokens per task", "completion_tokens"),
     ("prompt tokens per task", "prompt_tokens"),

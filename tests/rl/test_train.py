@@ -129,9 +129,9 @@ def test_more_held_out_tasks_come_from_other_task_files(tmp_path):
 async def test_sft_also_demonstrations_take_the_place_of_as_many_of_the_tiers(
     tmp_path, monkeypatch
 ):
-    """``[[tasks.sft_also]]``: the quickstart's bug reports (behaviour tier, inverted
-    operators) are demonstrated in SFT only, within sft_steps x sft_batch; a set that selects
-    nothing is refused by name."""
+    """``[[tasks.sft_also]]``: the agent config's bug reports (behaviour tier, inverted
+    operators) are demonstrated in SFT only, within sft_steps x sft_batch; its held-out bug
+    reports are other functions'; a set that selects nothing is refused by name."""
     import contextlib
     import random
 
@@ -139,12 +139,15 @@ async def test_sft_also_demonstrations_take_the_place_of_as_many_of_the_tiers(
     import cheetah.tasks.remote_sessions as remote
     from cheetah.rl.job import TrainJob
 
-    base = [f"run.out_dir={tmp_path}", "tasks.also_eval=[]"]
-    job = TrainJob(load_config(Path("quickstart"), base))
+    base = [f"run.out_dir={tmp_path}"]
+    job = TrainJob(load_config(Path("agent"), base))
     also = job.sft_also_tasks
-    assert len(also) == 24 and {t.tier for t in also} == {"behaviour"}
+    assert len(also) == 32 and {t.tier for t in also} == {"behaviour"}
     assert all({"compare", "arith", "boolop"} & set(t.tags) for t in also)
-    assert {t.tier for t in job.eval_tasks} == {"line", "locate"}  # RL and eval: the two tiers
+    assert {t.tier for t in job.train_tasks} == {"line", "locate"}  # RL: the two tiers
+    assert {t.id for t in also}.isdisjoint(t.id for t in job.eval_tasks)
+    reports = [t for t in job.eval_tasks if t.tier == "behaviour"]
+    assert len(reports) == 16 and {t.split for t in reports} == {"heldout"}
     chosen: list = []
 
     async def record(tasks, *args, **kwargs):
@@ -159,12 +162,12 @@ async def test_sft_also_demonstrations_take_the_place_of_as_many_of_the_tiers(
         cfg, cfg, job.train_tasks, None, None, random.Random(0), print, also=also
     )
     room = cfg.train.sft_steps * cfg.train.sft_batch
-    assert len(chosen) == room and chosen[-24:] == also
-    assert {t.tier for t in chosen[:-24]} == {"line", "locate"}
+    assert len(chosen) == room and chosen[-32:] == also
+    assert {t.tier for t in chosen[:-32]} == {"line", "locate"}
     job.close()
     bad = '{file = "curriculum", tier = "behaviour", tag = "no-such-tag", limit = 2}'
     with pytest.raises(ValueError, match=r"sft_also\[0\].*no tasks that match"):
-        TrainJob(load_config(Path("quickstart"), [*base, "run.name=b", f"tasks.sft_also=[{bad}]"]))
+        TrainJob(load_config(Path("agent"), [*base, "run.name=b", f"tasks.sft_also=[{bad}]"]))
 
 
 def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):

@@ -46,6 +46,7 @@ def test_trajectory_metrics():
     assert m["edits"] == 1
     assert m["tool_errors"] == 1
     assert m["noop_edits"] == 1 and m["turns"] == 4
+    assert m["false_claim"] == 0  # "done" claims no change (and one edit went through)
     b = behaviour(
         [traj, Trajectory(query="q", turns=[Turn(index=0, assistant="done")])], [None] * 2
     )

@@ -151,7 +151,7 @@ def test_a_bug_report_naming_neither_file_nor_line_searches_for_the_function_fir
         messages = oracle_messages(task, repo, run_tests=False, style=style)
         shapes[style] = [[c.name for c in parse_message(m)] for m in messages]
         grep = parse_message(messages[0])[0]
-        assert grep.args == {"pattern": "def g(", "literal": "true"}
+        assert grep.args == {"pattern": "def g", "literal": "true"}
         [read] = parse_message(messages[1])
         assert read.args == {"path": "m.py", "start_line": "6", "end_line": "10"}  # all of g
     assert shapes == {
@@ -159,6 +159,18 @@ def test_a_bug_report_naming_neither_file_nor_line_searches_for_the_function_fir
         "read": [["grep"], ["read_file"], ["edit_file"], []],
         "parallel": [["grep", "grep"], ["read_file"], ["edit_file"], []],
     }
+    # the grep is for the start the function's name shares with the failing test's
+    task = task.model_copy(update={"fail_to_pass": [Check(test="tests/t.py::test_g_twice")]})
+    assert parse_message(oracle_messages(task, repo, False)[0])[0].args["pattern"] == "def g"
+    long = BEFORE.replace("def g(", "def grow_twice(")
+    (repo / "m.py").write_text(long)
+    task = task.model_copy(
+        update={
+            "fail_to_pass": [Check(test="tests/t.py::test_grow")],
+            "reference_patch": diff_texts("m.py", long, long.replace("y > 2", "y >= 2")),
+        }
+    )
+    assert parse_message(oracle_messages(task, repo, False)[0])[0].args["pattern"] == "def grow"
     assert enclosing_function(BEFORE, 8) == ("g", 6, 10)
     assert enclosing_function(BEFORE, 4) is None  # between functions
     assert enclosing_function("def (:", 1) is None
