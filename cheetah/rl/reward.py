@@ -11,7 +11,8 @@ harness allows) earns more. A rollout without task reward pays nothing for its t
 there would rank a failure that gives up at once above one that kept trying, and teach the
 policy to quit. ``claim_cost`` is charged to a rollout whose closing answer claims a change
 the workspace does not show (``tasks/claims.py``): among failed rollouts, one that says
-nothing false earns more than one that reports an edit its tools refused. Pass rates and the benchmark never include either.
+nothing false earns more than one that reports an edit its tools refused. Pass rates and
+the benchmark never include any of these.
 
 Deliberately left out: rewards for reading the right file or for partial test passes
 (they leak task knowledge into the reward and invite gaming).

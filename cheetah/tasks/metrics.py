@@ -4,7 +4,8 @@
 change first): parse rate, old_str match rate, right-file edit rate, calls per turn,
 turns per task, reads and searches before the first edit, edits that would change
 nothing, closing answers that claim a change the workspace does not show
-(``tasks/claims.py``), and the share of turns cut by the token limit. Confidence intervals and paired tests live in ``tasks/stats.py``.
+(``tasks/claims.py``), and the share of turns cut by the token limit. Confidence
+intervals and paired tests live in ``tasks/stats.py``.
 
 Deliberately left out: per-token latency (the report shows wall time per task; token
 timing belongs to the inference benchmarks).

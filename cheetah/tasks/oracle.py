@@ -30,9 +30,10 @@ test's definition) and reads that function before the edit, instead of reading a
 one told it about.
 
 ``recover`` (for a share of demonstrations, ``recovers``), where the query names the file
-and quotes the line, makes the first edit a refused one (``old_str`` is the fixed text, which the file does not hold), then reads the lines
-around and edits again: what to do after an error, instead of answering as if the edit was
-made. That refused edit is in ``Demonstration.untrained``: SFT does not train on it.
+and quotes the line, makes the first edit a refused one (``old_str`` is the fixed text,
+which the file does not hold), then reads the lines around and edits again: what to do
+after an error, instead of answering as if the edit was made. That refused edit is in
+``Demonstration.untrained``: SFT does not train on it.
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
