@@ -97,7 +97,7 @@ def behaviour(trajs: list[Trajectory], targets: list[set[str] | None]) -> dict[s
         "turns_per_task": mean_of(rows, "turns"),
         "explore_before_edit": mean_of(rows, "explore_before_edit"),
         "noop_edits": mean_of(rows, "noop_edits"),
-        "false_claims": _share(sum(false_claim(t) for t in trajs), len(trajs)),
+        "false_claims": mean_of(rows, "false_claim"),
         "truncated_turn_share": _share(
             sum(turn.finish_reason == "length" for turn in turns), len(turns)
         ),

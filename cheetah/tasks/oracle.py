@@ -25,9 +25,8 @@ the edit: a turn a tidy agent may skip, so SFT shows both and RL with a turn cos
 Where the query neither names the file nor quotes the text to change (a bug report: the
 failing tests and pytest's words), it searches for the function that holds the change
 (``grep`` for ``def`` and the start of its name the failing test's shares; with the
-``parallel`` style, beside a grep for the failing
-test's definition) and reads that function before the edit, instead of reading a file no
-one told it about.
+``parallel`` style, beside a grep for the failing test's definition) and reads that
+function before the edit, instead of reading a file no one told it about.
 
 ``recover`` (for a share of demonstrations, ``recovers``), where the query names the file
 and quotes the line, makes the first edit a refused one (``old_str`` is the fixed text,
@@ -322,9 +321,10 @@ def oracle_demonstration(
             searches = [_read_around(fp.path, pairs[0][0], before)]
         elif not named:
             to_read.append(fp.old_path)
-        direct = one and named and quoted  # the edit needs no search or read first
-        old, new = pairs[0] if direct else ("\n", "")
-        if recover and direct and "\n" not in old.strip() and new.strip() not in before:
+        if recover and one and named and quoted:  # an edit that needs no search or read first
+            old, new = pairs[0]
+            if "\n" in old.strip() or new.strip() in before:
+                continue  # the "wrong" edit would not be refused: no recovery here
             wrong = {"path": fp.path, "old_str": new, "new_str": old}  # not in the file
             read = _read_around(fp.path, old, before).split("\n", 1)[1]
             retry = [
