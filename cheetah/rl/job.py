@@ -54,7 +54,7 @@ from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
-from cheetah.rl.store import RunStore
+from cheetah.rl.store import DROPPED, RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
 from cheetah.rl.timing import table as time_table
@@ -300,7 +300,7 @@ class TrainJob:
         finished = self.store.untrained()
         done = self.store.done_groups()
         next_group = max([f.spec.group_id for f in finished] + list(done) + [-1]) + 1
-        scheduler.restore(next_group, done, finished)
+        scheduler.restore(next_group, done, finished, self.store.dropped_groups())
         self.log(f"resumed at step {step}: {len(finished)} finished rollouts back from the store")
         return step
 
@@ -363,8 +363,9 @@ class TrainJob:
             self.clock.add("rl:waiting_for_rollouts", time.perf_counter() - state["idle_from"])
             resampled = scheduler.stats.groups_resampled - state.get("resampled", 0)
             state["resampled"] = scheduler.stats.groups_resampled
-            dropped = [x.spec.rollout_id for g in scheduler.dropped for x in g.rollouts]
-            self.store.mark_trained(dropped, -1)  # never to be trained (none: a no-op)
+            for g in scheduler.dropped:  # never to be trained: why, for a resume's budget
+                ids = [x.spec.rollout_id for x in g.rollouts]
+                self.store.mark_trained(ids, DROPPED[g.dropped_as or "stale"])
             scheduler.dropped.clear()
             state["step"] += 1
             state["since"] = []

@@ -65,6 +65,7 @@ class Group:
     task_id: str
     size: int
     rollouts: list[Finished] = field(default_factory=list)
+    dropped_as: str | None = None  # "stale", "resampled" or "failed" once dropped
 
     @property
     def complete(self) -> bool:
@@ -146,11 +147,26 @@ class RolloutScheduler:
         # Ids follow from (group, sample), so a resumed run re-creates the same ids.
         return RolloutSpec(gid * self.group_size + sample, gid, task, sample)
 
-    def restore(self, next_group: int, done_groups: set[int], finished: list[Finished]) -> None:
+    def restore(
+        self,
+        next_group: int,
+        done_groups: set[int],
+        finished: list[Finished],
+        dropped: dict[str, int] | None = None,
+    ) -> None:
         """Resume after a crash: groups below ``next_group`` exist; those in ``done_groups``
         were trained (or dropped); ``finished`` rollouts of the others come back as they
-        were, and their samples that never finished are queued to run again."""
-        self._next_group, self._next_rollout = next_group, next_group * self.group_size
+        were, and their samples that never finished are queued to run again. ``dropped``
+        counts the groups dropped before, by why (``Group.dropped_as``): stale and
+        resampled ones gave their rollouts back to ``max_rollouts`` and resampled ones
+        count against ``max_resampled``, as they did before the crash."""
+        dropped = dropped or {}
+        self.stats.groups_dropped_stale = dropped.get("stale", 0)
+        self.stats.groups_resampled = dropped.get("resampled", 0)
+        self.stats.groups_failed = dropped.get("failed", 0)
+        replaced = self.stats.groups_dropped_stale + self.stats.groups_resampled
+        self._next_group = next_group
+        self._next_rollout = (next_group - replaced) * self.group_size
         by_group: dict[int, list[Finished]] = {}
         for f in finished:
             by_group.setdefault(f.spec.group_id, []).append(f)
@@ -209,10 +225,12 @@ class RolloutScheduler:
             del self.groups[group.group_id]
             if any(r.error for r in group.rollouts):
                 self.stats.groups_failed += 1
+                group.dropped_as = "failed"
                 self.dropped.append(group)
             elif self._uninformative(group):
                 # Dropped and replaced: its rollouts give back their share of the budget.
                 self.stats.groups_resampled += 1
+                group.dropped_as = "resampled"
                 self.dropped.append(group)
                 self._next_rollout -= self.group_size
             else:
@@ -245,6 +263,7 @@ class RolloutScheduler:
         for g in self.ready:
             if version - g.oldest_version > self.max_staleness:
                 self.stats.groups_dropped_stale += 1
+                g.dropped_as = "stale"
                 self.dropped.append(g)
                 self._next_rollout -= self.group_size  # trained on nothing: budget back
             else:

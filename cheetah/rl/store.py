@@ -1,7 +1,8 @@
 """The run store: one SQLite file per run holding the config, every finished rollout, and
 per-step metrics. A rollout is written the moment it finishes (WAL, one transaction
 each), so a crash loses nothing that completed; ``rollout_id`` is the primary key, so
-nothing is stored twice; ``trained_step`` says which optimizer step used it.
+nothing is stored twice; ``trained_step`` says which optimizer step used it, or, negative,
+why its group was dropped untrained (``DROPPED``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from cheetah.rl.scheduler import Finished, RolloutSpec
+
+# ``trained_step`` of a rollout whose group was dropped, by why (``Group.dropped_as``);
+# stores written before the reasons were kept hold -1 for all three.
+DROPPED = {"stale": -1, "resampled": -2, "failed": -3}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,6 +115,15 @@ class RunStore:
             Finished(RolloutSpec(rid, gid, task, sample), reward, json.loads(versions), traj)
             for rid, gid, task, sample, reward, versions, traj in rows
         ]
+
+    def dropped_groups(self) -> dict[str, int]:
+        """How many groups were dropped untrained, by why (the keys of ``DROPPED``)."""
+        rows = self._db.execute(
+            "SELECT trained_step, COUNT(DISTINCT group_id) FROM rollouts "
+            "WHERE trained_step < 0 GROUP BY trained_step"
+        ).fetchall()
+        why = {code: name for name, code in DROPPED.items()}
+        return {why[code]: n for code, n in rows if code in why}
 
     def done_groups(self) -> set[int]:
         """Groups whose rollouts were trained on (or dropped as stale)."""

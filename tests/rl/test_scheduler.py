@@ -159,3 +159,43 @@ def test_dynamic_sampling_replaces_groups_without_a_reward_difference():
     s.finish(Finished(b, 0.5, [0]))  # equal again, but the resample budget (1) is spent
     [group] = s.take_batch(0)
     assert group.task_id == "t2" and s.stats.groups_resampled == 1 and s.idle
+
+
+def test_a_resume_keeps_the_budget_dropped_groups_gave_back_and_the_resamples_spent(tmp_path):
+    """A group replaced by dynamic sampling gave its rollouts back to ``max_rollouts`` and
+    spent one of ``max_resampled``; a resume from the run store does the same sums."""
+    from cheetah.rl.store import DROPPED, RunStore
+
+    def run():
+        return sched(max_rollouts=6, dynamic_sampling=True, max_resampled=1)  # 3 groups
+
+    store = RunStore(tmp_path / "run.sqlite")
+    s = run()
+    started = {sp.rollout_id: sp for _, sp in s.assign()}  # groups 0 and 1
+
+    def finish(sched_, spec, reward):
+        sched_.finish(Finished(spec, reward, [0]))
+        store.add_rollout(
+            spec.rollout_id, spec.group_id, spec.task_id, spec.sample, reward, [0], None
+        )
+
+    for spec in started.values():
+        finish(s, spec, 1.0 if spec.rollout_id == 2 else 0.0)  # group 0 all equal: resampled
+    [group] = s.take_batch(0)
+    assert group.group_id == 1 and s.stats.groups_resampled == 1
+    for g in s.dropped:
+        store.mark_trained([x.spec.rollout_id for x in g.rollouts], DROPPED[g.dropped_as])
+    store.mark_trained([x.spec.rollout_id for x in group.rollouts], 1)
+    # group 0's place and the last group start; a crash before either finishes
+    assert [sp.group_id for _, sp in s.assign()] == [2, 2, 3, 3]
+    assert store.dropped_groups() == {"resampled": 1}
+
+    again = run()
+    again.restore(2, store.done_groups(), store.untrained(), store.dropped_groups())
+    assert again.stats.groups_resampled == 1
+    restarted = [sp for _, sp in again.assign()]
+    assert [sp.group_id for sp in restarted] == [2, 2, 3, 3]  # as before the crash
+    for spec in restarted[:2]:
+        finish(again, spec, 0.0)  # all equal, but the one resample of the run is spent
+    [kept] = again.take_batch(1)
+    assert kept.group_id == 2 and again.stats.groups_resampled == 1
