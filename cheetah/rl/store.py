@@ -126,7 +126,7 @@ class RunStore:
         return {why[code]: n for code, n in rows if code in why}
 
     def done_groups(self) -> set[int]:
-        """Groups whose rollouts were trained on (or dropped as stale)."""
+        """Groups whose rollouts were trained on, or dropped untrained (``dropped_groups``)."""
         rows = self._db.execute(
             "SELECT DISTINCT group_id FROM rollouts WHERE trained_step IS NOT NULL"
         ).fetchall()
