@@ -109,16 +109,23 @@ async def _kept(run):
 
 
 async def _agent_sandboxed(args, policy, limits, on_turn):
-    """Run the agent in an isolated session over a snapshot of --repo; return it and its diff."""
+    """Run the agent in an isolated session over a snapshot of --repo; return it and its diff:
+    the same diff the grader takes of an agent's change (``tasks/change.py``), the paths it
+    leaves out named after it."""
     from cheetah.harness.loop import run_agent
     from cheetah.sandbox.env import LocalEnv, SessionTools
+    from cheetah.tasks.change import agent_change
 
     env = LocalEnv("isolated", code_search=EmbeddingCodeSearch())
     info = await env.create_session(f"dir:{args.repo.resolve()}", refresh=True)
     try:
         session = SessionTools(env, info.session_id)
+        before = (await env.read_files(info.session_id)).tree()
         traj = await _kept(run_agent(args.query, policy, session, limits, on_turn=on_turn))
-        return traj, (await env.diff(info.session_id)).diff
+        await env.stop(info.session_id)
+        change = agent_change(None, before, (await env.read_files(info.session_id)).tree())
+        left = "".join(f"# not in the diff: {p} ({why})\n" for p, why in change.ungraded.items())
+        return traj, change.diff + left
     finally:
         await env.close_all()
 

@@ -426,7 +426,8 @@ class TrainJob:
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
             f"calls ok {metrics.get('call_success', 0.0):.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
             f"  cut: {metrics['turns_cut_by_max_new_tokens']:.0f} turns by max_new_tokens, "
-            f"{metrics['samples_cut_by_max_seq_len']:.0f} samples by max_seq_len"
+            f"{metrics['samples_cut_by_max_seq_len']:.0f} samples by max_seq_len, "
+            f"flagged: {metrics.get('grade_flagged', 0):.0f} rollouts reaching for the test runner"
         )
         if self._bar is not None:
             bar, task = self._bar

@@ -67,6 +67,8 @@ def build_step_batch(
         "reward_mean": statistics.fmean(rewards),  # shaped: what the advantages come from
         "task_reward_mean": statistics.fmean(_task_reward(t) for t in trajs),  # the grader's
         "pass_rate": statistics.fmean(t.solved for t in trajs),
+        # rollouts whose change reached for the test runner (graded 0; tasks/change.py)
+        "grade_flagged": sum(bool((t.grade or {}).get("flags")) for t in trajs),
         "samples_skipped": skipped,
         "groups_resampled": resampled,
     }

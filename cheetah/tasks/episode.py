@@ -56,7 +56,7 @@ async def run_episode(
         baseline = await capture_baseline(ws)
         runner = WithoutTools(ws.agent, without_tools) if without_tools else ws.agent
         traj = await run_agent(task.query, policy, runner, limits or AgentLimits(), task_id=task.id)
-        g = await grade(task, ws, baseline, grader)
+        g = await grade(task, ws, baseline, sessions, grader)
         attach(traj, g)
     finally:
         await sessions.close(ws)

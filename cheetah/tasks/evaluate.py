@@ -67,6 +67,13 @@ class SampleResult(BaseModel):
     error: str | None = None
     stop_reason: str | None = None
     failed_checks: list[str] = Field(default_factory=list)
+    diff: str = Field("", description="the diff that was graded (tasks/change.py)")
+    ungraded: dict[str, str] = Field(
+        default_factory=dict, description="paths the agent changed that were not graded, why"
+    )
+    flags: list[str] = Field(
+        default_factory=list, description="why the change was graded 0 (tasks/change.py)"
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
     wall_s: float = 0.0
     trajectory: str | None = None
@@ -132,6 +139,7 @@ async def run_sample(
     res.correct, res.reward, res.conventions = g.correct, g.reward, g.conventions
     res.stop_reason = traj.stop_reason
     res.failed_checks = [c.label for c in g.failed_checks]
+    res.diff, res.ungraded, res.flags = g.diff, g.ungraded, g.flags
     if g.errors:
         res.error = "; ".join(g.errors)
     res.metrics = trajectory_metrics(traj)
@@ -180,6 +188,7 @@ def summarize(
         "samples": len(samples),
         "k": k,
         "errors": sum(1 for s in samples if s.error),
+        "flagged": sum(1 for s in samples if s.flags),
         "mean_reward": mean_of([s.model_dump() for s in samples], "reward"),
         "conventions": mean_of([s.model_dump() for s in samples], "conventions"),
         "conventions_when_correct": mean_of(

@@ -1,45 +1,53 @@
-"""Grade a workspace after the agent stops: hidden checks, conventions, one reward.
+"""Grade the agent's change: its source diff, applied to a fresh session, hidden checks, one reward.
 
-Order matters: first every process the agent left running is killed, and the
-agent's changes are measured against the baseline (the files as the agent got
-them): touched files, out-of-scope files, new ruff problems in touched Python
-files. Then the files that decide how the tests run (the checks' own test files,
-pytest's config and plugins, new modules that would shadow others) are put back as
-they were (``tasks/protect.py``: rewriting a failing test is not a fix). Only then
-are the hidden files written in and the test patch applied (overwriting whatever the
-agent put at those paths, so an agent can not pre-empt a hidden test), and the
-checks run through ``workspace.exec`` with timeouts.
-Correctness is all checks passing.
+The checks never run where the agent worked. First every process the agent left running is
+killed and its files are read; ``tasks/change.py`` turns them into the agent's change, the
+text diff of source files that crosses (no tests, runner configuration, bytecode, package
+metadata or binary files, no new module outside the repo's packages), and flags a diff whose
+code under test reaches for the test runner (graded 0, the reason in ``Grade.flags``). Then a
+**fresh session of the pristine snapshot** is opened (its setup run), the change written in,
+the task's hidden files and test patch applied over it, and the checks run there, as
+SWE-bench's harness applies a model's patch to a clean checkout. Scope and new ruff problems
+are measured on what the agent touched.
 
-The grader sees the workspace only as a ``TaskSession`` (file trees in and out,
-commands), so it grades a local copy, an in-process isolated session and a session
-on a remote env server alike.
+Test-id checks run as one pytest call over the files that hold them, steered by the grader
+alone: ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with the plugins the task's environment has named
+with ``-p`` (listed once per snapshot and environment in a pristine session, minus those the
+repo's config blocks), the repo's own config file from the pristine tree (``-c``),
+``-p no:cacheprovider``, ``PYTHONDONTWRITEBYTECODE=1``. Each test's outcome comes from a
+report file the grader's own plugin writes (``tasks/grade_plugin.py``, under a module name
+made per run, in a directory outside the workspace), printed by the grader's command after a
+line made per run once pytest has exited; the tests' own output is kept only as the detail
+shown for a failure. An id the report lacks
+counts as failed ("missing"). Correctness is all checks passing.
 
-The reward is ``correctness_weight * correct + conventions_weight * conventions``,
-the conventions term counted only for a correct result by default (otherwise doing
-nothing would earn it). Everything that went into it is in the returned ``Grade``.
+The grader sees sessions only as ``TaskSession``s (file trees in and out, commands), so it
+grades a local copy, an in-process isolated session and a session on a remote env server
+alike. The reward is ``correctness_weight * correct + conventions_weight * conventions``,
+the conventions term counted only for a correct result by default (otherwise doing nothing
+would earn it). Everything that went into it is in the returned ``Grade``, the graded diff
+included. Ruff runs on this host on file contents (it only reads them; the repo's root ruff
+settings are copied beside them), so lint does not depend on what a sandbox image ships.
 
-Test-id checks run as one pytest call over the files that hold them (``-rA`` gives
-each test's outcome); an id pytest did not report counts as failed ("missing").
-Ruff runs on this host on file contents (it only reads them; the repo's root ruff
-settings are copied beside them), so lint does not depend on what a sandbox image
-ships.
-
-Deliberately left out: partial credit for some checks passing, flaky-test reruns,
-style checks beyond ruff.
+Deliberately left out: partial credit for some checks passing, flaky-test reruns, style checks
+beyond ruff, reusing the agent's session for the checks (a fresh one costs a session start
+and the task's setup; ``BENCHMARKS.md`` has the measured cost).
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
 import re
+import secrets
 import shlex
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,10 +55,10 @@ from ruff.__main__ import find_ruff_bin
 
 from cheetah.core.workspace import PathError
 from cheetah.harness.trajectory import Trajectory
-from cheetah.tasks.patch import PatchError, changed_files, diff_trees, patch_tree, with_changes
-from cheetah.tasks.protect import protected_changes
+from cheetah.tasks.change import AgentChange, agent_change, runner_flags
+from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Check, Task
-from cheetah.tasks.session import TaskSession
+from cheetah.tasks.session import TaskSession, TaskSessionOpener, TaskSetupError, open_task
 
 Outcome = Literal["passed", "failed", "error", "missing", "timeout"]
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$")
@@ -111,11 +119,17 @@ class Grade(BaseModel):
     touched: list[str] = Field(default_factory=list)
     out_of_scope: list[str] = Field(default_factory=list)
     new_lint: list[str] = Field(default_factory=list)
-    restored: list[str] = Field(
-        default_factory=list, description="files put back before the checks (tasks/protect.py)"
+    ungraded: dict[str, str] = Field(
+        default_factory=dict,
+        description="paths the agent changed that did not cross to the grading session, with "
+        "why (tasks/change.py)",
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="why the change cannot be graded honestly (graded 0; tasks/change.py)",
     )
     errors: list[str] = Field(default_factory=list)
-    diff: str = ""
+    diff: str = Field("", description="the diff that was graded: exactly what the checks saw")
     wall_s: float = 0.0
 
     @property
@@ -164,35 +178,164 @@ def parse_pytest_outcomes(output: str) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Runner:
+    """How pytest runs for a task, found in a pristine session: the plugins its environment
+    has (named with ``-p``, autoload being off) and the repo's config file (``-c``)."""
+
+    plugins: tuple[str, ...] = ()
+    config: str | None = None
+
+
+PYTEST_CONFIGS = (
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+)
+_DECLARES = {
+    "pyproject.toml": re.compile(r"^\[tool\.pytest(\.ini_options)?\]", re.M),
+    "tox.ini": re.compile(r"^\[pytest\]", re.M),
+    "setup.cfg": re.compile(r"^\[tool:pytest\]", re.M),
+}
+_PLUGINS_PROBE = (
+    "import importlib.metadata as m\n"
+    "eps = m.entry_points()\n"
+    "eps = eps.select(group='pytest11') if hasattr(eps, 'select') else eps.get('pytest11', [])\n"
+    "print('CHEETAH-PLUGINS:', *sorted({e.name for e in eps}))\n"
+)
+_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def pytest_config_file(tree: dict[str, bytes], files: list[str]) -> str | None:
+    """The config file pytest picks for ``files`` in ``tree``, by pytest's own search: from
+    each file's directory up, the first name in its order that declares pytest settings;
+    else the first ``pyproject.toml`` seen."""
+    first_pyproject = None
+    for f in files:
+        for base in PurePosixPath(f).parents:
+            for name in PYTEST_CONFIGS:
+                rel = name if str(base) == "." else f"{base}/{name}"
+                if rel not in tree:
+                    continue
+                if name == "pyproject.toml" and first_pyproject is None:
+                    first_pyproject = rel
+                pattern = _DECLARES.get(name)
+                if pattern is None or pattern.search(tree[rel].decode("utf-8", "replace")):
+                    return rel
+    return first_pyproject
+
+
+async def find_runner(
+    session: TaskSession, tree: dict[str, bytes], files: list[str], config: GraderConfig
+) -> Runner:
+    """The ``Runner`` for a pristine ``session`` (call it before any change is written)."""
+    res = await session.exec(
+        f"PYTHONDONTWRITEBYTECODE=1 {config.python} -c {shlex.quote(_PLUGINS_PROBE)}",
+        timeout_s=config.check_timeout_s,
+        output_limit=64_000,
+    )
+    line = next((x for x in res.output.splitlines() if x.startswith("CHEETAH-PLUGINS:")), "")
+    cfg = pytest_config_file(tree, files)
+    blocked = tree.get(cfg, b"").decode("utf-8", "replace") if cfg else ""
+    plugins = tuple(
+        n
+        for n in line.split()[1:]
+        if _PLUGIN_NAME.match(n) and f"no:{n}" not in blocked and n != "cacheprovider"
+    )
+    return Runner(plugins, cfg)
+
+
+def _pytest_command(base: str, runner: Runner, nonce: str, files: list[str]) -> str:
+    """Write the grade plugin outside the workspace, run pytest steered by the grader, then
+    print the plugin's report after a line made per run (``report_of`` reads it back)."""
+    source = (Path(__file__).parent / "grade_plugin.py").read_text(encoding="utf-8")
+    work, module = f"/tmp/cheetah-grade-{nonce}", f"cheetah_grade_{nonce}"
+    args = [
+        "-p",
+        module,
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+    ]
+    for name in runner.plugins:
+        args += ["-p", name]
+    if runner.config:
+        args += ["-c", runner.config]
+    return (
+        f"mkdir -m 700 {work} && printf '%s' {shlex.quote(source)} > {work}/{module}.py && "
+        f"export PYTHONPATH={work}${{PYTHONPATH:+:$PYTHONPATH}} PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+        f"PYTHONDONTWRITEBYTECODE=1 CHEETAH_GRADE_REPORT={work}/report.json && "
+        f"{base} {shlex.join(args)} {shlex.join(files)}; "
+        f"printf '\\n%s\\n' {_marker(nonce)}; cat {work}/report.json 2>/dev/null; rm -rf {work}"
+    )
+
+
+def _marker(nonce: str) -> str:
+    return f"CHEETAH-GRADE-REPORT-{nonce}"
+
+
+def report_of(output: str, nonce: str) -> dict[str, str] | None:
+    """Node id -> outcome from the grade plugin's report printed after the run's marker line,
+    or None when there is none (pytest did not start, timed out, or the report is damaged)."""
+    at = output.rfind(f"\n{_marker(nonce)}\n")
+    if at < 0:
+        return None
+    try:
+        data = json.loads(output[at + len(_marker(nonce)) + 2 :])
+        outcomes = data["outcomes"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    if not isinstance(outcomes, dict):
+        return None
+    return {str(k): str(v) for k, v in outcomes.items()}
+
+
 async def run_test_checks(
     workspace: TaskSession,
     checks: list[tuple[str, Check]],
     config: GraderConfig,
     files_present: set[str],
     command: str | None = None,
+    runner: Runner | None = None,
 ) -> list[CheckResult]:
-    """All test-id checks in one pytest call over their files (``command`` + the files)."""
+    """All test-id checks in one pytest call over their files (``command`` + the files), the
+    outcomes read from the grade plugin's report once every process has been killed."""
     if not checks:
         return []
     files = sorted({c.test_file for _, c in checks if c.test_file})
     present = [f for f in files if f in files_present]
     timeout = max(c.timeout_s or config.check_timeout_s for _, c in checks)
     output, timed_out, wall = "", False, 0.0
+    outcomes: dict[str, str] | None = {}
     if present:
+        nonce = secrets.token_hex(12)
         base = command or f"{config.python} -m pytest {config.pytest_args}"
-        cmd = f"{base} {shlex.join(present)}"
-        res = await workspace.exec(cmd, timeout_s=timeout, output_limit=400_000)
+        cmd = _pytest_command(base, runner or Runner(), nonce, present)
+        res = await workspace.exec(cmd, timeout_s=timeout, output_limit=2_000_000)
         output, timed_out, wall = res.output, res.timed_out, res.wall_s
-    outcomes = parse_pytest_outcomes(output)
+        outcomes = report_of(output, nonce)
+        at = output.rfind(f"\n{_marker(nonce)}\n")
+        output = output if at < 0 else output[:at]  # the test run's own output, for details
     results = []
     for kind, check in checks:
         assert check.test is not None
-        got = outcomes.get(check.test)
+        got = (outcomes or {}).get(check.test)
         if timed_out:
             outcome: Outcome = "timeout"
             detail = f"pytest did not finish within {timeout:g} s\n{output[-config.detail_chars :]}"
         elif check.test_file not in present:
             outcome, detail = "missing", f"no file {check.test_file}"
+        elif outcomes is None:
+            outcome, detail = (
+                "missing",
+                "pytest wrote no report (it did not start, or the test command is not "
+                "pytest)\n" + output[-config.detail_chars :],
+            )
         elif got is None:
             outcome, detail = (
                 "missing",
@@ -239,7 +382,11 @@ async def run_command_check(
 
 
 async def run_checks(
-    workspace: TaskSession, task: Task, config: GraderConfig, files_present: set[str]
+    workspace: TaskSession,
+    task: Task,
+    config: GraderConfig,
+    files_present: set[str],
+    runner: Runner | None = None,
 ) -> list[CheckResult]:
     """Every check of the task, in task order (fail-to-pass first).
 
@@ -251,7 +398,7 @@ async def run_checks(
     ]
     tests = [(k, c) for k, c in tagged if c.test is not None]
     test_results = iter(
-        await run_test_checks(workspace, tests, config, files_present, task.test_command)
+        await run_test_checks(workspace, tests, config, files_present, task.test_command, runner)
     )
     results = []
     for kind, check in tagged:
@@ -360,50 +507,105 @@ async def install_hidden(
     return after
 
 
+class GradingError(RuntimeError):
+    """The grading session could not be made ready (setup, hidden files): the task's own
+    problem, recorded in ``Grade.errors``."""
+
+
+def _runner_key(task: Task) -> str:
+    parts = [task.snapshot.model_dump_json(), str(task.env), str(task.setup)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+async def runner_for(
+    sessions: TaskSessionOpener,
+    pristine: TaskSession,
+    task: Task,
+    tree: dict[str, bytes],
+    config: GraderConfig,
+) -> Runner:
+    """The task's ``Runner``, found in ``pristine`` (a session nothing was written to yet)
+    the first time ``sessions`` sees its snapshot, environment and setup."""
+    key = _runner_key(task)
+    runner = sessions.runners.get(key)
+    if runner is None:
+        files = sorted({c.test_file for c in task.checks if c.test_file})
+        runner = sessions.runners[key] = await find_runner(pristine, tree, files, config)
+    return runner
+
+
+async def check_change(
+    task: Task,
+    change: AgentChange,
+    baseline: Baseline,
+    sessions: TaskSessionOpener,
+    config: GraderConfig,
+) -> list[CheckResult]:
+    """The task's checks on a fresh session of its pristine snapshot with ``change`` written
+    in and the hidden files and test patch over it."""
+    try:
+        fresh = await open_task(sessions, task)
+    except TaskSetupError as e:
+        raise GradingError(f"the grading session could not be opened: {e}") from e
+    try:
+        runner = await runner_for(sessions, fresh, task, baseline, config)
+        try:
+            if change.files:
+                await fresh.write_files(change.files)
+            after = await install_hidden(fresh, task, with_changes(baseline, change.files))
+        except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
+            raise GradingError(f"hidden tests could not be installed: {e}") from e
+        return await run_checks(fresh, task, config, set(after), runner)
+    finally:
+        await sessions.close(fresh)
+
+
 async def grade(
-    task: Task, workspace: TaskSession, baseline: Baseline, config: GraderConfig | None = None
+    task: Task,
+    workspace: TaskSession,
+    baseline: Baseline,
+    sessions: TaskSessionOpener,
+    config: GraderConfig | None = None,
 ) -> Grade:
-    """Grade the workspace as the agent left it. Never raises for problems of the task itself."""
+    """Grade what the agent left in ``workspace`` (see the module docstring): its change runs
+    in a fresh session that ``sessions`` opens. Never raises for problems of the task itself."""
     config = config or GraderConfig()
     t0 = time.monotonic()
     await workspace.stop()
     current = await workspace.read_tree()
-    touched = changed_files(baseline, current)
-    errors: list[str] = []
+    change = agent_change(task, baseline, current)
+    flags = runner_flags(task, baseline, change)
+    touched = change.touched
     out_of_scope = [p for p in touched if not in_scope(p, task.scope)]
     new_lint = (
         await new_lint_problems(current, baseline, touched, config.default_lint_select)
         if config.lint
         else []
     )
-    diff = diff_trees(baseline, current)
+    errors: list[str] = []
     checks: list[CheckResult] = []
-    restore = protected_changes(task, baseline, current)
-    try:
-        if restore:  # the agent's changes to how tests run are not graded (tasks/protect.py)
-            await workspace.write_files(restore)
-            current = with_changes(current, restore)
-        after = await install_hidden(workspace, task, current)
-    except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
-        errors.append(f"hidden tests could not be installed: {e}")
-    else:
-        checks = await run_checks(workspace, task, config, set(after))
-    correct = not errors and bool(checks) and all(c.passed for c in checks)
+    if not flags:  # a flagged change earns nothing: running its checks would change no grade
+        try:
+            checks = await check_change(task, change, baseline, sessions, config)
+        except GradingError as e:
+            errors.append(str(e))
+    correct = not errors and not flags and bool(checks) and all(c.passed for c in checks)
     conventions = max(
         0.0, 1.0 - config.lint_penalty * len(new_lint) - config.scope_penalty * len(out_of_scope)
     )
     return Grade(
         task_id=task.id,
         correct=correct,
-        reward=combine(correct, conventions, config),
+        reward=0.0 if flags else combine(correct, conventions, config),
         conventions=conventions,
         checks=checks,
         touched=touched,
         out_of_scope=out_of_scope,
         new_lint=new_lint,
-        restored=sorted(restore),
+        ungraded=change.ungraded,
+        flags=flags,
         errors=errors,
-        diff=diff,
+        diff=change.diff,
         wall_s=time.monotonic() - t0,
     )
 

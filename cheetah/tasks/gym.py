@@ -142,7 +142,7 @@ class TaskEnv:
         self._ep = None
         try:
             traj: Trajectory = ep.loop_task.result()  # AgentError: not the model's doing
-            g = await grade(ep.task, ep.session, ep.baseline, self.grader)
+            g = await grade(ep.task, ep.session, ep.baseline, self.sessions, self.grader)
         finally:
             await self.sessions.close(ep.session)
         attach(traj, g)

@@ -35,6 +35,7 @@ SUMMARY_ROWS = [
     ("prompt tokens per task", "prompt_tokens"),
     ("wall time per task (s)", "wall_s_per_task"),
     ("samples with errors", "errors"),
+    ("samples whose change reached for the test runner (graded 0)", "flagged"),
 ]
 
 

@@ -91,6 +91,7 @@ class TaskSessionOpener:
         self.name = name or getattr(env, "isolation", type(env).__name__)
         self._snapshots: dict[str, str] = {}
         self._lock = asyncio.Lock()
+        self.runners: dict[str, Any] = {}  # the grader's pytest runner per snapshot and env
 
     async def _snapshot(self, task: Task) -> str:
         key = hashlib.sha256(task.snapshot.model_dump_json().encode()).hexdigest()

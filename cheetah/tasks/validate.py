@@ -1,10 +1,12 @@
 """Check that a task is well-posed: its checks fail as given and pass once solved.
 
-For each task, in two fresh sessions of the same kind the eval uses:
+For each task, in two fresh sessions of the same kind the eval uses, with the grader's own
+pytest runner (``tasks/grader.py``: plugin autoload off, its report plugin):
 
 1. the snapshot as the agent gets it: every fail-to-pass check must fail and every
    pass-to-pass check pass (a task whose tests already pass teaches nothing);
-2. the snapshot plus the reference patch: every check must pass.
+2. the snapshot plus the reference patch, taken as the grader takes an agent's change
+   (``tasks/change.py``: none of it left out, nothing flagged): every check must pass.
 
 Also: the hidden material must not already be in the snapshot (a hidden test file
 the agent could read would leak the answer). Problems are reported per task and the
@@ -27,7 +29,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field
 
 from cheetah.core.workspace import PathError
-from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks
+from cheetah.tasks.change import agent_change, runner_flags
+from cheetah.tasks.grader import GraderConfig, install_hidden, run_checks, runner_for
 from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import TaskSessionOpener, TaskSetupError, open_task
@@ -59,18 +62,28 @@ async def _state(
     try:
         tree = await ws.read_tree()
         problems = [] if solved else _leaks(tree, task)
+        runner = await runner_for(sessions, ws, task, tree, config)
         if solved:
             try:
-                changes = patch_tree(tree, task.reference_patch or "")
+                patched = with_changes(tree, patch_tree(tree, task.reference_patch or ""))
             except (PatchError, UnicodeDecodeError) as e:
                 return [f"reference patch does not apply: {e}"]
-            await ws.write_files(changes)
-            tree = with_changes(tree, changes)
+            change = agent_change(task, tree, patched)  # what the grader would take of it
+            problems += [
+                f"the grader flags the reference patch: {f}"
+                for f in runner_flags(task, tree, change)
+            ]
+            problems += [
+                f"the grader leaves {p} of the reference patch out: {why}"
+                for p, why in change.ungraded.items()
+            ]
+            await ws.write_files(change.files)
+            tree = with_changes(tree, change.files)
         try:
             tree = await install_hidden(ws, task, tree)
         except (PatchError, PathError, OSError, UnicodeDecodeError) as e:
             return [*problems, f"hidden tests could not be installed: {e}"]
-        for r in await run_checks(ws, task, config, set(tree)):
+        for r in await run_checks(ws, task, config, set(tree), runner):
             must_pass = solved or r.kind == "pass_to_pass"
             if r.passed != must_pass:
                 want = "pass" if must_pass else "fail"

@@ -121,7 +121,7 @@ async def test_reward_hacks_through_the_api_earn_nothing(env, tmp_path):
         await gym.step(hack)
         _, reward, terminated, _, info = await gym.step("Done.")
         assert terminated and reward == 0.0 and not info["grade"].correct, hack
-        assert info["grade"].restored, hack
+        assert info["grade"].ungraded, hack
 
 
 def test_the_host_paths_exist(host):

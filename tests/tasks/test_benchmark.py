@@ -59,7 +59,7 @@ async def test_a_test_writing_task_rejects_tests_that_catch_nothing():
     try:
         baseline = await capture_baseline(ws)
         await ws.write_files({"tests/test_balance.py": b"def test_nothing():\n    assert True\n"})
-        g = await grade(task, ws, baseline)
+        g = await grade(task, ws, baseline, sessions)
     finally:
         await sessions.close(ws)
     assert not g.correct

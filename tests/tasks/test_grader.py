@@ -29,7 +29,7 @@ async def graded(task, change=None, config=None):
         baseline = await capture_baseline(ws)
         if change:
             await edit_session(ws, change)
-        return await grade(task, ws, baseline, config)
+        return await grade(task, ws, baseline, sessions, config)
     finally:
         await sessions.close(ws)
 
@@ -133,7 +133,7 @@ async def test_test_patch_is_applied_only_at_grading(calc_repo):
         assert "tests/test_hidden.py" not in await ws.read_tree()
         baseline = await capture_baseline(ws)
         await edit_session(ws, lambda root: apply_patch(root, task.reference_patch))
-        g = await grade(task, ws, baseline)
+        g = await grade(task, ws, baseline, sessions)
     finally:
         await sessions.close(ws)
     assert g.correct
