@@ -32,14 +32,21 @@ reference patch changes that very file. Everything else is reported in ``ungrade
 reason, and ``touched`` still lists every path the agent changed.
 
 ``runner_flags`` is the second half: code under test runs in the test process, so a diff whose
-non-test code reaches for the test runner (``pytest``, ``_pytest``, ``pluggy``, ``unittest``,
-``atexit``, ``sys.modules``, ``sys.settrace``) cannot be graded honestly and is flagged (the
-grade is 0 with the reason), unless the reference patch does the same in that file.
+non-test code, on the lines it adds, reaches for the test runner or for other modules' objects
+without naming them cannot be graded honestly and is flagged (the grade is 0 with the reason),
+unless the reference patch does the same in that file. It looks at tokens, not text (comments
+and docstrings are free): the runner's names (``pytest``, ``_pytest``, ``pluggy``,
+``unittest``, ``atexit``) as names or module strings; ``importlib``, ``__import__``, ``gc``,
+``ctypes``, ``builtins``; the builtins ``exec``, ``eval``, ``compile``; and the attributes
+that lead to loaded modules, frames, import hooks and tracing (``.modules``, ``.f_globals``,
+``.f_back``, ``._getframe``, ``.meta_path``, ``.settrace``, ``.__subclasses__``, ...). A name
+spelled in rot13 still needs one of these to reach a module; the grader's own plugin also
+reports pytest functions replaced at run time (``tasks/grade_plugin.py``).
 
-Deliberately left out: reading intent from code (a fix that builds the name ``"_py" + "test"``
-at run time is not caught here; the report the grader reads comes from its own plugin, named
-per run, and is still written in that process); binary fixes (a task whose reference patch
-ships binary data is out of scope: unified diffs carry text).
+Deliberately left out: reading intent from code beyond those tokens (a fix may legitimately
+need ``importlib``; the flag then costs it the reward unless the task's reference does the
+same); binary fixes (a task whose reference patch ships binary data is out of scope: unified
+diffs carry text).
 """
 
 from __future__ import annotations
@@ -70,8 +77,18 @@ CONFIG_NAMES = frozenset(
 )
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 METADATA_SUFFIXES = (".dist-info", ".egg-info")
-RUNNER_NAMES = frozenset({"pytest", "_pytest", "pluggy", "unittest", "atexit"})
-SYS_HOOKS = frozenset({"modules", "settrace", "setprofile"})
+# Names (anywhere on an added line) of the runner and of ways to reach modules without naming them.
+RUNNER_NAMES = frozenset(
+    {"pytest", "_pytest", "pluggy", "unittest", "atexit", "importlib", "__import__", "gc"}
+    | {"ctypes", "builtins", "__builtins__"}
+)
+BARE_CALLS = frozenset({"exec", "eval", "compile"})  # builtins, not ``re.compile``
+# Attributes that lead to other modules' objects: loaded modules, frames, import hooks, tracing.
+INTERNAL_ATTRS = frozenset(
+    {"modules", "settrace", "setprofile", "_getframe", "meta_path", "path_hooks"}
+    | {"f_globals", "f_locals", "f_back", "f_builtins", "tb_frame", "gi_frame", "cr_frame"}
+    | {"__globals__", "__subclasses__"}
+)
 _RUNNER_STRING = re.compile(r"^(_?pytest|pluggy|unittest|atexit)(\..*)?$")
 
 Kind = str  # "binary", "test", "config", "metadata", "new outside a package"
@@ -235,31 +252,39 @@ def _added_lines(before: bytes | None, after: bytes) -> set[int]:
     return out
 
 
+def _token_use(tok: tokenize.TokenInfo, after_dot: bool) -> str | None:
+    """What one token reaches for (see the module docstring), or None."""
+    if tok.type == tokenize.NAME:
+        if tok.string in RUNNER_NAMES or (tok.string in BARE_CALLS and not after_dot):
+            return tok.string
+        if after_dot and tok.string in INTERNAL_ATTRS:
+            return f".{tok.string}"
+    elif tok.type == tokenize.STRING:
+        body = tok.string.lstrip("rbuRBUfF").strip("'\"")
+        if _RUNNER_STRING.match(body) or body in RUNNER_NAMES | INTERNAL_ATTRS:
+            return repr(body)
+    return None
+
+
 def _runner_uses(source: bytes, lines: set[int]) -> list[str]:
-    """Names and strings on ``lines`` of a Python file that reach for the test runner."""
-    found: list[str] = []
+    """Names, attributes and strings on ``lines`` of a Python file that reach for the test
+    runner or for other modules' objects without naming them."""
     try:
         tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
     except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
         # Not Python that tokenizes: fall back to words on the added lines.
         text = source.decode("utf-8", "replace").splitlines()
-        for n in sorted(lines):
-            if n <= len(text):
-                found += [w for w in re.findall(r"[A-Za-z_]\w*", text[n - 1]) if w in RUNNER_NAMES]
-        return found
-    prev: list[str] = []
+        words = [
+            w for n in sorted(lines) if n <= len(text) for w in re.findall(r"\w+", text[n - 1])
+        ]
+        return [w for w in words if w in RUNNER_NAMES | BARE_CALLS | INTERNAL_ATTRS]
+    found: list[str] = []
+    after_dot = False
     for tok in tokens:
-        if tok.start[0] in lines:
-            if tok.type == tokenize.NAME and tok.string in RUNNER_NAMES:
-                found.append(tok.string)
-            elif tok.type == tokenize.STRING:
-                body = tok.string.strip("rbuRBUfF").strip("'\"")
-                if _RUNNER_STRING.match(body):
-                    found.append(repr(body))
-            elif tok.type == tokenize.NAME and prev == ["sys", "."] and tok.string in SYS_HOOKS:
-                found.append(f"sys.{tok.string}")
+        if tok.start[0] in lines and (use := _token_use(tok, after_dot)):
+            found.append(use)
         if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
-            prev = [*prev, tok.string][-2:]
+            after_dot = tok.type == tokenize.OP and tok.string == "."
     return found
 
 
@@ -294,5 +319,8 @@ def runner_flags(task: Task | None, baseline: dict[str, bytes], change: AgentCha
         if ref is not None and _runner_uses(ref, _added_lines(before, ref)):
             continue  # the reference fix does it too
         names = ", ".join(dict.fromkeys(uses))
-        flags.append(f"{rel}: code under test reaches for the test runner ({names})")
+        flags.append(
+            f"{rel}: code under test reaches for the test runner or the interpreter's "
+            f"internals ({names})"
+        )
     return flags

@@ -7,17 +7,84 @@ off, and reads the JSON file it writes at the end of the session (path in
 pytest's ``-rA`` words: PASSED, FAILED, ERROR (setup or teardown failed, or the collector),
 SKIPPED, XFAIL, XPASS; a failure or error is never overwritten by a later phase.
 
-It runs inside the task's Python, so it uses the standard library only and no cheetah import.
-Deliberately left out: defending against code under test that patches this plugin from inside
-the same process (the grader flags diffs that reach for the runner: ``tasks/change.py``).
+It also watches the run it reports on: it notes pytest's and pluggy's functions that make,
+carry and log a test's report when it is imported (before any conftest or code under test),
+and at the end lists in ``tampered`` each one that was replaced, and each registered plugin
+whose module lives in the workspace outside its test code (a plugin the change planted: the
+grader never takes test code or ``conftest.py`` from the agent).
+The grader fails every check of a tampered run and flags it.
+
+It runs inside the task's Python, so it uses the standard library and pytest only, no cheetah
+import. Deliberately left out: code under test that patches this module's own functions or
+objects the list does not name (the grader also flags diffs that reach for the runner:
+``tasks/change.py``).
 """
 
 import json
 import os
+import sys
+
+import _pytest.python
+import _pytest.reports
+import _pytest.runner
+import pluggy
 
 _REPORT = os.environ.get("CHEETAH_GRADE_REPORT", "")
 _SEVERITY = {"FAILED": 3, "ERROR": 3, "XPASS": 1, "XFAIL": 1, "SKIPPED": 1, "PASSED": 0}
 _outcomes: dict = {}
+
+
+def _watched():
+    """(label, owner, attribute) of the functions a report passes through (those this pytest
+    and pluggy have)."""
+    report, base = _pytest.reports.TestReport, _pytest.reports.BaseReport
+    runner, python = _pytest.runner, _pytest.python
+    caller = getattr(pluggy, "HookCaller", None)
+    names = [
+        ("TestReport.from_item_and_call", report, "from_item_and_call"),
+        ("TestReport.__init__", report, "__init__"),
+        ("BaseReport.passed", base, "passed"),
+        ("BaseReport.failed", base, "failed"),
+        ("runner.call_and_report", runner, "call_and_report"),
+        ("runner.runtestprotocol", runner, "runtestprotocol"),
+        ("runner.pytest_runtest_makereport", runner, "pytest_runtest_makereport"),
+        ("runner.CallInfo.from_call", getattr(runner, "CallInfo", None), "from_call"),
+        ("python.Function.runtest", python.Function, "runtest"),
+        ("python.pytest_pyfunc_call", python, "pytest_pyfunc_call"),
+        ("pluggy.HookCaller.__call__", caller, "__call__"),
+        ("pluggy.PluginManager._hookexec", pluggy.PluginManager, "_hookexec"),
+        ("pluggy.PluginManager.register", pluggy.PluginManager, "register"),
+    ]
+    return [(label, owner, name) for label, owner, name in names if owner is not None]
+
+
+def _attribute(owner, name):
+    return owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+
+
+_ORIGINAL = [(label, owner, name, _attribute(owner, name)) for label, owner, name in _watched()]
+_TEST_DIRS = {"tests", "test", "testing"}
+
+
+def _planted(rel):
+    """Whether a plugin module at ``rel`` (in the workspace) is not the repo's test code,
+    which the grader never takes from the agent."""
+    parts = rel.split(os.sep)
+    name = parts[-1]
+    return not (
+        name == "conftest.py" or name.startswith("test_") or _TEST_DIRS.intersection(parts[:-1])
+    )
+
+
+def _tampered(session):
+    out = [label for label, owner, name, was in _ORIGINAL if _attribute(owner, name) is not was]
+    root = os.getcwd() + os.sep
+    for plugin in session.config.pluginmanager.get_plugins():
+        module = plugin if hasattr(plugin, "__file__") else sys.modules.get(type(plugin).__module__)
+        path = os.path.realpath(getattr(module, "__file__", None) or "")
+        if path.startswith(root) and _planted(path[len(root) :]):
+            out.append(f"plugin from the workspace: {path[len(root) :]}")
+    return out
 
 
 def _record(nodeid, outcome):
@@ -54,4 +121,5 @@ def pytest_sessionfinish(session, exitstatus):
         return
     fd = os.open(_REPORT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"outcomes": _outcomes, "exitstatus": int(exitstatus)}, f)
+        report = {"outcomes": _outcomes, "exitstatus": int(exitstatus)}
+        json.dump({**report, "tampered": _tampered(session)}, f)

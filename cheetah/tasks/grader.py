@@ -60,7 +60,7 @@ from cheetah.tasks.patch import PatchError, patch_tree, with_changes
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener, TaskSetupError, open_task
 
-Outcome = Literal["passed", "failed", "error", "missing", "timeout"]
+Outcome = Literal["passed", "failed", "error", "missing", "timeout", "tampered"]
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$")
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 
@@ -279,20 +279,29 @@ def _marker(nonce: str) -> str:
     return f"CHEETAH-GRADE-REPORT-{nonce}"
 
 
-def report_of(output: str, nonce: str) -> dict[str, str] | None:
-    """Node id -> outcome from the grade plugin's report printed after the run's marker line,
-    or None when there is none (pytest did not start, timed out, or the report is damaged)."""
+@dataclass(frozen=True)
+class Report:
+    """What the grade plugin reported: each node id's outcome, and what of the run it found
+    replaced or planted (``tampered``; empty for an honest run)."""
+
+    outcomes: dict[str, str]
+    tampered: list[str]
+
+
+def report_of(output: str, nonce: str) -> Report | None:
+    """The grade plugin's report printed after the run's marker line, or None when there is
+    none (pytest did not start, timed out, or the report is damaged)."""
     at = output.rfind(f"\n{_marker(nonce)}\n")
     if at < 0:
         return None
     try:
         data = json.loads(output[at + len(_marker(nonce)) + 2 :])
-        outcomes = data["outcomes"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+        outcomes, tampered = data["outcomes"], data.get("tampered", [])
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         return None
-    if not isinstance(outcomes, dict):
+    if not isinstance(outcomes, dict) or not isinstance(tampered, list):
         return None
-    return {str(k): str(v) for k, v in outcomes.items()}
+    return Report({str(k): str(v) for k, v in outcomes.items()}, [str(t) for t in tampered])
 
 
 async def run_test_checks(
@@ -311,26 +320,30 @@ async def run_test_checks(
     present = [f for f in files if f in files_present]
     timeout = max(c.timeout_s or config.check_timeout_s for _, c in checks)
     output, timed_out, wall = "", False, 0.0
-    outcomes: dict[str, str] | None = {}
+    report: Report | None = Report({}, [])
     if present:
         nonce = secrets.token_hex(12)
         base = command or f"{config.python} -m pytest {config.pytest_args}"
         cmd = _pytest_command(base, runner or Runner(), nonce, present)
         res = await workspace.exec(cmd, timeout_s=timeout, output_limit=2_000_000)
         output, timed_out, wall = res.output, res.timed_out, res.wall_s
-        outcomes = report_of(output, nonce)
+        report = report_of(output, nonce)
         at = output.rfind(f"\n{_marker(nonce)}\n")
         output = output if at < 0 else output[:at]  # the test run's own output, for details
     results = []
     for kind, check in checks:
         assert check.test is not None
-        got = (outcomes or {}).get(check.test)
-        if timed_out:
-            outcome: Outcome = "timeout"
+        got = report.outcomes.get(check.test) if report else None
+        outcome: Outcome
+        if report and report.tampered:
+            outcome = "tampered"
+            detail = "the test run was tampered with: " + ", ".join(report.tampered)
+        elif timed_out:
+            outcome = "timeout"
             detail = f"pytest did not finish within {timeout:g} s\n{output[-config.detail_chars :]}"
         elif check.test_file not in present:
             outcome, detail = "missing", f"no file {check.test_file}"
-        elif outcomes is None:
+        elif report is None:
             outcome, detail = (
                 "missing",
                 "pytest wrote no report (it did not start, or the test command is not "
@@ -589,6 +602,7 @@ async def grade(
             checks = await check_change(task, change, baseline, sessions, config)
         except GradingError as e:
             errors.append(str(e))
+        flags += sorted({c.detail for c in checks if c.outcome == "tampered"})
     correct = not errors and not flags and bool(checks) and all(c.passed for c in checks)
     conventions = max(
         0.0, 1.0 - config.lint_penalty * len(new_lint) - config.scope_penalty * len(out_of_scope)

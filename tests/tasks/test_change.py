@@ -206,7 +206,7 @@ def test_code_under_test_that_reaches_for_the_runner_is_flagged(added):
     now = {**BASE, "calc/ops.py": BASE["calc/ops.py"] + added.encode()}
     task = _task()
     [flag] = runner_flags(task, BASE, agent_change(task, BASE, now))
-    assert flag.startswith("calc/ops.py: code under test reaches for the test runner")
+    assert flag.startswith("calc/ops.py: code under test reaches for the test runner or the")
 
 
 def test_words_in_comments_docstrings_and_old_lines_are_not_flagged():
