@@ -129,7 +129,8 @@ def add_io_verbs(sub: argparse._SubParsersAction) -> None:
         description="Read SWE-bench instances (JSONL or a JSON array: instance_id, repo, "
         "base_commit, patch, test_patch, problem_statement, FAIL_TO_PASS, PASS_TO_PASS) and "
         "write cheetah tasks whose snapshots are local clones under --repos (owner__name or "
-        "name) at base_commit. Every bad record is named.",
+        "name) at base_commit, stored as absolute paths. A repo that is a path (absolute, "
+        "'..') or whose clone resolves outside --repos is refused. Every bad record is named.",
     )
     i.add_argument("file", type=Path, help="SWE-bench instances")
     i.add_argument("--format", choices=["swebench"], default="swebench", help="input format")

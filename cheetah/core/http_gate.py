@@ -22,8 +22,10 @@ anything, and in this order:
 What a refused client still sends is drained and dropped by the HTTP server (uvicorn
 discards body data once a response is complete; it never buffers more than 64 KiB of
 a body the app has not asked for), and the connection stays open so the client can
-read its answer instead of a reset. Websocket connections are closed unopened (no
-server has websocket routes). Errors are ``{"detail": ...}`` unless the server passes
+read its answer instead of a reset. A websocket connection passes only to one of
+``websocket_paths`` (the OpenEnv server's ``/ws``), after the Host and token checks (a
+handshake is a ``GET``; its messages are bounded by the HTTP server's ``ws_max_size``); any
+other is closed unopened. Errors are ``{"detail": ...}`` unless the server passes
 its own ``error_body`` (the OpenAI-compatible server answers ``{"error": {...}}``).
 Left out: rate limits and slow-client timeouts (uvicorn's keep-alive timeout and the
 process's own limits bound those), TLS (put a proxy in front).
@@ -34,6 +36,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
+import stat
 from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +77,37 @@ def read_token(path: str | Path) -> str:
             f"token file {str(path)!r} must hold a token of at least {MIN_TOKEN_CHARS} characters"
         )
     return token
+
+
+def write_token(path: str | Path, token: str) -> Path:
+    """Write ``token`` to a new file ``path`` (mode 0600) for a server that made it, never
+    through a link: the one writer of token files.
+
+    A regular file already at ``path`` (a stale token of an earlier run) is unlinked first,
+    which removes that name only; a link or anything else there is a ``SettingError``, and
+    nothing is written. The file is then created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, so
+    whatever is planted there between the unlink and the create is refused too, not
+    followed or reused. Left out: the folder itself (its owner decides who may write in it).
+    """
+    path = Path(path)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise SettingError(
+                f"token file {str(path)!r} exists and is not a regular file (a link?); "
+                "nothing written: remove it or choose another path"
+            )
+        path.unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise SettingError(f"cannot create token file {str(path)!r}: {e.strerror}") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    return path
 
 
 def is_loopback(host: str) -> bool:
@@ -125,6 +160,7 @@ class HttpGate:
         needs_token: Sequence[tuple[str, str]] = (),
         allowed_hosts: Collection[str] | None = None,
         error_body: ErrorBody = detail_body,
+        websocket_paths: Collection[str] = (),
     ) -> None:
         if token is not None and len(token) < MIN_TOKEN_CHARS:
             raise ValueError(f"the bearer token must have at least {MIN_TOKEN_CHARS} characters")
@@ -137,6 +173,7 @@ class HttpGate:
         self.needs_token = list(needs_token)
         self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.error_body = error_body
+        self.websocket_paths = frozenset(websocket_paths)
 
     def cap(self, method: str, path: str) -> int:
         for m, prefix, cap in self.route_caps:
@@ -153,7 +190,7 @@ class HttpGate:
         return hmac.compare_digest(candidate, self._expected)
 
     def _refusal(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
-        method, path = scope["method"], scope["path"]
+        method, path = scope.get("method", "GET"), scope["path"]  # a websocket: its GET
         if self.allowed_hosts is not None and _host_name(scope) not in self.allowed_hosts:
             return 421, f"this server does not answer for host {_host_name(scope)!r}", []
         if self.token is None:
@@ -166,7 +203,10 @@ class HttpGate:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":  # no server has websocket routes
+        if scope["type"] == "websocket":
+            if scope["path"] in self.websocket_paths and self._refusal(scope) is None:
+                await self.app(scope, receive, send)
+                return
             await receive()  # websocket.connect
             await send({"type": "websocket.close", "code": 1008})
             return

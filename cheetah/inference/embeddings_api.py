@@ -12,16 +12,21 @@ OpenAI's API. Bad input (no texts, a wrong type) is a 400 with ``{"error": {"mes
 "type"}}``, and so is a request past ``ServerLimits`` (``cheetah/limits.py``), checked before
 any text is embedded: ``serve_max_inputs`` texts, ``serve_max_input_chars`` characters a text,
 ``serve_max_request_chars`` characters in all; the message names the setting. The body itself
-is capped before it is read (``serve_max_body_bytes``, by the server's gate). One embedding
-call runs at a time, in a worker thread: the model already uses every core, and the event
-loop keeps answering ``/health``.
+is capped before it is read (``serve_max_body_bytes``, by the server's gate). The model runs
+one turn at a time, in a worker thread (it already uses every core, and the event loop keeps
+answering ``/health``), and a turn is at most ``TURN_TEXTS`` texts of one request, each cut
+to the model's window when it is tokenized: a request of 256 long texts takes many turns,
+and the lock (first come, first served) lets every other request's turn in between, so a
+small request waits for one turn of each request ahead of it, not for whole requests
+(``bench/serve_fairness.py``). Memory is bounded by the window times a turn's texts.
 
 ``/v1/rerank`` takes the request shape that Cohere, Jina, vLLM and TEI's re-rank APIs share:
 ``{"query": str, "documents": [str], "top_n"?: int, "model"?: str}``, and answers
 ``{"model", "results": [{"index", "relevance_score"}]}``, best first, under the same limits
 (``serve_max_inputs`` documents; the query and each document at most
 ``serve_max_input_chars``; all of them together at most ``serve_max_request_chars``).
-``search.remote_reranker.RemoteReranker`` is the client.
+``search.remote_reranker.RemoteReranker`` is the client. Documents are scored in turns as
+texts are embedded: a cross-encoder scores each pair on its own, so the turns' scores compare.
 
 Left out: token-id inputs, ``dimensions`` (truncated vectors), usage token counts (always 0),
 documents given as objects, and returning the documents' text back.
@@ -31,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -39,6 +46,8 @@ from pydantic import BaseModel
 
 from cheetah.inference.protocol import Embedder, InvalidRequest, Reranker
 from cheetah.limits import ServerLimits
+
+TURN_TEXTS = 16  # texts of one request the model reads before another request's turn
 
 
 class EmbeddingsRequest(BaseModel):
@@ -81,6 +90,23 @@ def check_texts(field: str, texts: list[str], limits: ServerLimits) -> None:
         )
 
 
+async def in_turns(
+    turn: asyncio.Lock, work: Callable[[list[str]], Any], texts: list[str]
+) -> np.ndarray:
+    """``work(texts)`` (rows in the order of ``texts``), run ``TURN_TEXTS`` texts at a time in
+    a worker thread, each turn under ``turn``; texts of similar length share a turn (less
+    padding)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    rows: list[Any] = [None] * len(texts)
+    for lo in range(0, len(order), TURN_TEXTS):
+        part = order[lo : lo + TURN_TEXTS]
+        async with turn:
+            out = await asyncio.to_thread(work, [texts[i] for i in part])
+        for i, row in zip(part, out, strict=True):
+            rows[i] = row
+    return np.asarray(rows)
+
+
 def add_rerank_routes(app: FastAPI, reranker: Reranker, limits: ServerLimits) -> None:
     turn = asyncio.Lock()
 
@@ -103,8 +129,7 @@ def add_rerank_routes(app: FastAPI, reranker: Reranker, limits: ServerLimits) ->
             )
         if body.top_n is not None and body.top_n < 1:
             raise InvalidRequest("top_n: at least 1")
-        async with turn:
-            scores = await asyncio.to_thread(reranker.score, body.query, body.documents)
+        scores = await in_turns(turn, partial(reranker.score, body.query), body.documents)
         order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
         results = [{"index": int(i), "relevance_score": float(scores[i])} for i in order]
         return {"model": reranker.name, "results": results[: body.top_n or len(results)]}
@@ -130,8 +155,7 @@ def add_embedding_routes(app: FastAPI, embedder: Embedder, limits: ServerLimits)
         if not texts:
             raise InvalidRequest("input: give at least one text")
         check_texts("input", texts, limits)
-        async with turn:
-            vectors = await asyncio.to_thread(embedder.embed, texts)
+        vectors = await in_turns(turn, embedder.embed, texts)
         rows = np.asarray(vectors, dtype="<f4")
         data = [
             {

@@ -17,14 +17,20 @@ connection:
 Every connection's episode runs on one event loop thread shared by the app, over one
 ``TaskSessionOpener`` (isolated sessions here, or env servers through the fleet), so
 concurrent clients share the sandbox's limits. The app is bounded and authenticated where
-OpenEnv's is not: a bearer token on every route and the WebSocket (``Authorization``
-header, compared in constant time), a cap on concurrent episodes, message sizes bounded by
-the action's fields, and OpenEnv's "production" mode (no stateless ``/reset``/``/step``
-routes that would open a session per request).
+OpenEnv's is not: it sits behind ``core.http_gate.HttpGate`` like cheetah's other servers
+(the Host check on loopback, a bearer token on every route and on ``/ws``, its only
+WebSocket; a body cap), with ``/docs``, ``/redoc`` and ``/openapi.json`` removed, a cap on
+concurrent episodes, message sizes bounded by the action's fields, and OpenEnv's
+"production" mode (no stateless ``/reset``/``/step`` routes that would open a session per
+request). A WebSocket's messages are read as they arrive (``core.ws_drop``), so a client
+that goes away mid-step is seen at once: its step is cancelled and its episode closed (the
+session, and so its running commands, killed), instead of running on to the command's end.
 
 Deliberately left out: the HTTP-only routes, OpenEnv's MCP tool mode (cheetah's tools are
-called in its own XML format, inside the message), Docker images, and the ``openenv``
-client classes (``GenericEnvClient`` reads these observations as they are).
+called in its own XML format, inside the message; its ``/mcp`` WebSocket is closed by the
+gate), its web UI (``create_fastapi_app``, so ``ENABLE_WEB_INTERFACE`` does not add one),
+Docker images, and the ``openenv`` client classes (``GenericEnvClient`` reads these
+observations as they are).
 ``openenv`` pins ``mcp<2`` (through fastmcp) and verifiers 0.4 pins ``mcp==2``: the two
 extras cannot share one environment, so ``make test-openenv`` uses its own venv.
 """
@@ -33,18 +39,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hmac
 import os
 import random
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Coroutine
 from pathlib import Path
 from typing import Any
 
-from openenv.core.env_server import Action, Environment, Observation, State, create_app
+from openenv.core.env_server import (
+    Action,
+    Environment,
+    Observation,
+    State,
+    create_fastapi_app,
+)
 from pydantic import Field
 
+from cheetah.core.http_gate import (
+    HttpGate,
+    SettingError,
+    loopback_hosts,
+    read_token,
+    write_token,
+)
+from cheetah.core.ws_drop import DropWatch, on_drop
 from cheetah.harness.loop import AgentLimits
 from cheetah.tasks.grader import GraderConfig
 from cheetah.tasks.gym import TaskEnv
@@ -52,6 +71,8 @@ from cheetah.tasks.schema import Task
 from cheetah.tasks.session import TaskSessionOpener
 
 MAX_MESSAGE_CHARS = 200_000
+MAX_BODY_BYTES = 4 * MAX_MESSAGE_CHARS  # the HTTP routes' bodies; also uvicorn's ws_max_size
+DOCS_ROUTES = {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 
 
 class CheetahAction(Action):
@@ -104,8 +125,33 @@ class CheetahEnvironment(Environment[CheetahAction, CheetahObservation, CheetahS
         self.shared, self.tasks = shared, tasks
         self.env = TaskEnv(shared.sessions, limits, grader)
         self._state = CheetahState()
+        self._running: Any = None  # the concurrent future of the reset or step under way
+        self._dropped = self._watched = False
 
-    def reset(
+    async def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """``coro`` on the shared loop, awaited on the app's, where the connection's handler
+        runs: the first call asks ``DropWatch`` to ``drop`` this episode if the client goes."""
+        if not self._watched:
+            self._watched = on_drop(self.drop)
+        self._running = asyncio.run_coroutine_threadsafe(coro, self.shared.loop)
+        try:
+            return await asyncio.wrap_future(self._running)
+        except asyncio.CancelledError:
+            if self._dropped:
+                raise ConnectionError("the client went away; the episode is closed") from None
+            raise
+        finally:
+            self._running = None
+
+    def drop(self) -> None:
+        """The client went away: cancel the reset or step under way and close the episode
+        (its session, so its running commands are killed). Returns at once."""
+        self._dropped = True
+        if self._running is not None:
+            self._running.cancel()
+        asyncio.run_coroutine_threadsafe(self.env.close(), self.shared.loop)
+
+    async def reset_async(
         self,
         seed: int | None = None,
         episode_id: str | None = None,
@@ -117,14 +163,25 @@ class CheetahEnvironment(Environment[CheetahAction, CheetahObservation, CheetahS
         task = self.tasks.get(task_id)
         if task is None:
             raise ValueError(f"no task {task_id!r} on this server ({len(self.tasks)} tasks)")
-        obs, info = self.shared.call(self.env.reset(task))
+        obs, info = await self._run(self.env.reset(task))
         self._state = CheetahState(episode_id=episode_id or task_id, task_id=task_id)
         return CheetahObservation(new=obs.new, messages=obs.messages, metadata=info)
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kw: Any
+    ) -> CheetahObservation:
+        """OpenEnv calls ``reset_async`` and ``step_async``; these complete its interface."""
+        return self.shared.call(self.reset_async(seed, episode_id, **kw))
 
     def step(
         self, action: CheetahAction, timeout_s: float | None = None, **_: Any
     ) -> CheetahObservation:
-        obs, reward, terminated, truncated, info = self.shared.call(
+        return self.shared.call(self.step_async(action))
+
+    async def step_async(
+        self, action: CheetahAction, timeout_s: float | None = None, **_: Any
+    ) -> CheetahObservation:
+        obs, reward, terminated, truncated, info = await self._run(
             self.env.step(action.message, token_ids=action.token_ids)
         )
         self._state.step_count += 1
@@ -153,31 +210,6 @@ class CheetahEnvironment(Environment[CheetahAction, CheetahObservation, CheetahS
         self.shared.call(self.env.close())
 
 
-class _BearerToken:
-    """ASGI middleware: every HTTP request and WebSocket must bring ``Bearer <token>``."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app, self.expected = app, f"Bearer {token}".encode()
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket"):
-            got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self.expected):
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008})
-                    return
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [(b"content-type", b"text/plain")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": b"missing or wrong token\n"})
-                return
-        await self.app(scope, receive, send)
-
-
 def cheetah_app(
     tasks: list[Task],
     make_sessions: Callable[[], TaskSessionOpener],
@@ -186,19 +218,19 @@ def cheetah_app(
     max_episodes: int = 8,
     limits: AgentLimits | None = None,
     grader: GraderConfig | None = None,
-) -> Any:
-    """The OpenEnv app over ``tasks`` (an ASGI app; serve it with uvicorn)."""
+    allowed_hosts: Collection[str] | None = loopback_hosts("127.0.0.1"),
+) -> HttpGate:
+    """The OpenEnv app over ``tasks`` (an ASGI app; serve it with uvicorn) behind
+    ``HttpGate``; ``allowed_hosts`` None answers any Host header (a server the token guards)."""
     if not tasks:
         raise ValueError("an OpenEnv server needs at least one task")
-    if len(token) < 16:
-        raise ValueError("the bearer token must be at least 16 characters")
     by_id = {t.id: t for t in tasks}
     shared = _Shared(make_sessions)
 
     def factory() -> CheetahEnvironment:
         return CheetahEnvironment(shared, by_id, limits, grader)
 
-    app = create_app(
+    app = create_fastapi_app(
         factory,
         CheetahAction,
         CheetahObservation,
@@ -207,7 +239,16 @@ def cheetah_app(
         state_cls=CheetahState,
         mode="production",
     )
-    return _BearerToken(app, token)
+    app.router.routes[:] = [r for r in app.router.routes if r.path not in DOCS_ROUTES]
+    app.docs_url = app.redoc_url = app.openapi_url = None
+    return HttpGate(
+        DropWatch(app),
+        token=token,
+        max_body_bytes=MAX_BODY_BYTES,
+        open_routes=(),
+        allowed_hosts=allowed_hosts,
+        websocket_paths=("/ws",),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,19 +272,32 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = ap.parse_args(argv)
     tasks = select_tasks(load_tasks(args.tasks), split=args.split)
-    if args.token_file and args.token_file.exists():
-        token = args.token_file.read_text().strip()
-    else:
-        token = secrets.token_urlsafe(32)
-        path = args.token_file or Path(os.environ.get("CHEETAH_HOME", ".")) / "openenv.token"
-        path.write_text(token + "\n")
-        path.chmod(0o600)
-        print(f"bearer token written to {path}")
+    try:
+        token = server_token(args.token_file)
+    except SettingError as e:
+        raise SystemExit(f"openenv server: {e}") from None
     app = cheetah_app(
-        tasks, lambda: local_sessions("isolated"), token, max_episodes=args.max_episodes
+        tasks,
+        lambda: local_sessions("isolated"),
+        token,
+        max_episodes=args.max_episodes,
+        allowed_hosts=loopback_hosts(args.host),
     )
     print(f"serving {len(tasks)} tasks as OpenEnv at ws://{args.host}:{args.port}/ws")
-    uvicorn.run(app, host=args.host, port=args.port, ws_max_size=4 * MAX_MESSAGE_CHARS)
+    uvicorn.run(app, host=args.host, port=args.port, ws_max_size=MAX_BODY_BYTES)
+
+
+def server_token(token_file: Path | None) -> str:
+    """The token of ``token_file`` when it exists; else a new one, written there (default
+    ``$CHEETAH_HOME/openenv.token`` or ``./openenv.token``) by ``write_token``: mode 0600,
+    never through a link planted at that path."""
+    if token_file is not None and token_file.exists():
+        return read_token(token_file)
+    token = secrets.token_urlsafe(32)
+    path = token_file or Path(os.environ.get("CHEETAH_HOME", ".")) / "openenv.token"
+    write_token(path, token)
+    print(f"bearer token written to {path}")
+    return token
 
 
 if __name__ == "__main__":

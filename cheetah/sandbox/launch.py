@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from cheetah.core.http_gate import write_token
 from cheetah.core.ports import free_port
 from cheetah.sandbox.config import SandboxConfig, default_base_dir
 
@@ -94,9 +95,7 @@ class EnvServerProcess:
 
     def _spawn(self) -> subprocess.Popen:
         self.port = free_port()
-        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.token)
+        write_token(self.token_file, self.token)  # never through a link planted there
         argv = [
             sys.executable,
             "-m",

@@ -21,6 +21,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,26 @@ class TransformerEmbedder:
                 rows = order[i : i + batch_size]
                 out[rows] = self.encode([texts[j] for j in rows]).numpy()
         return out
+
+
+def clip(tokenizer: Any, texts: list[str], max_tokens: int) -> list[str]:
+    """Each text cut after its first ``max_tokens`` tokens, each tokenized alone (a fast
+    tokenizer's offsets), so what the model is given stays bounded by its window, however
+    long the text. A pair tokenized with ``truncation="longest_first"`` needs this first:
+    the tokenizer pairs every overflow piece of one text with every piece of the other, so
+    a 100k-character query and code took over 3 GB before truncating to 256 tokens. The
+    pair is then the same as before, but when both texts pass the window: the odd token
+    goes to the second text, not to the longer one."""
+    unique = list(dict.fromkeys(texts))  # a re-ranker's batch repeats its query
+    offsets = tokenizer(
+        unique,
+        add_special_tokens=False,
+        truncation=True,
+        max_length=max_tokens,
+        return_offsets_mapping=True,
+    )["offset_mapping"]
+    cut = {t: t[: spans[-1][1]] if spans else "" for t, spans in zip(unique, offsets, strict=True)}
+    return [cut[t] for t in texts]
 
 
 def shipped_name() -> str:

@@ -118,9 +118,11 @@ class CrossEncoder:
         ranking), plus the head's reading of the whole pair (zero at the start)."""
         import torch
 
+        from cheetah.search.embedder import clip
+
         batch = self.tokenizer(
-            queries,
-            codes,
+            clip(self.tokenizer, queries, self.max_tokens),  # memory bounded by the window
+            clip(self.tokenizer, codes, self.max_tokens),
             padding=True,
             truncation="longest_first",  # a long query is cut too, never refused
             max_length=self.max_tokens,

@@ -1,7 +1,10 @@
 """Fetch real code, pinned: source archives from the package index, laid out as repos.
 
 A package list (TOML, ``[[package]]`` tables: ``name``, ``version``, ``filename``,
-``sha256``, ``license``) names each source archive exactly. ``fetch_packages``:
+``sha256``, ``license``) names each source archive exactly. A ``name`` must be a project
+name (PEP 508: no separator, no ``..``), and each repo (and env) folder is proved to resolve
+directly inside ``out`` (``envs``) before it is replaced, so a list or a planted link never
+makes fetch remove or write anything outside them. ``fetch_packages``:
 
 1. finds the archive in the index's simple API (PEP 691 JSON, or the HTML page of a mirror
    that serves only that) under ``{index_url}/{name}/``;
@@ -57,6 +60,8 @@ TIMEOUT_S = 60.0
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 _LICENSE_FILE = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)", re.IGNORECASE)
 _HREF = re.compile(r'href="([^"]+)"')
+# A project name (PEP 508): no separator, no "..", so its repo folder is one name under --out.
+_PROJECT_NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE)
 
 
 class FetchError(RuntimeError):
@@ -77,6 +82,15 @@ class PinnedPackage(BaseModel):
         default_factory=list,
         description="what the repo's tests need beyond pytest and its own Requires-Dist",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _project_name(cls, v: str) -> str:
+        if not _PROJECT_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a project name (letters, digits and '.', '_', '-' inside; no path)"
+            )
+        return v
 
     @field_validator("filename")
     @classmethod
@@ -247,6 +261,16 @@ def lay_out(pkg: PinnedPackage, archive: Path, dest: Path) -> FetchedRepo:
     )
 
 
+def inside(root: Path, name: str) -> Path:
+    """``root / name``, proved (resolved, links followed) to be a folder directly in ``root``,
+    else a ``FetchError``: a repo or env folder is removed and rewritten, so it must never be
+    a path or a link that leads out of ``--out`` / ``--envs``."""
+    dest = root / name
+    if dest.resolve() != root.resolve() / name:
+        raise FetchError(f"{name}: {dest} is not a folder inside {root}; nothing is removed")
+    return dest
+
+
 def fetch_packages(
     packages: list[PinnedPackage],
     out: Path,
@@ -270,11 +294,12 @@ def fetch_packages(
     repos, failed = [], {}
     for pkg in packages:
         try:
-            repo = lay_out(pkg, download(pkg, cache, index_url), out / pkg.repo_name)
+            dest = inside(out, pkg.repo_name)
+            repo = lay_out(pkg, download(pkg, cache, index_url), dest)
             if envs is not None:
                 reqs = env_requirements(Path(repo.path), pkg.test_requires)
                 pip_index = None if index_url == DEFAULT_INDEX else index_url  # else pip.conf's
-                repo.env = str(build_env(envs / pkg.repo_name, reqs, pip_index))
+                repo.env = str(build_env(inside(envs, pkg.repo_name), reqs, pip_index))
         except (FetchError, EnvBuildError) as e:
             failed[pkg.name] = str(e)
             if on_done:

@@ -2,7 +2,10 @@
 
 Import: each record's ``repo`` (``owner/name``) must be a git clone under ``--repos`` (as
 ``owner__name``, SWE-bench's folder name, or ``name``) that holds ``base_commit``; the task's
-snapshot is that clone at that commit. The record's fields map as ``loaders.from_swebench``
+snapshot is that clone at that commit, stored as an absolute path (a relative ``--repos``
+would be read against the task file's folder, not the folder import ran in). ``repo`` is a
+name, never a path: an absolute one, a ``..`` part, or a clone (or its git directory) that
+resolves outside ``--repos`` is refused (``clone_for``). The record's fields map as ``loaders.from_swebench``
 maps them (``problem_statement`` the query, ``patch`` the reference, ``test_patch`` applied
 only at grading, ``FAIL_TO_PASS``/``PASS_TO_PASS`` pytest node ids).
 
@@ -28,7 +31,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,13 +87,28 @@ def read_instances(path: Path) -> list[dict[str, Any]]:
 
 
 def clone_for(repo: str, repos: Path) -> Path | None:
-    """The local clone of ``owner/name`` under ``repos``, or None."""
+    """The local clone of ``owner/name`` under ``repos`` (absolute, links resolved), or None.
+
+    ``repo`` is a name, never a path: an absolute one or one with a ``..`` part is a
+    ``SwebenchError``, and so is a clone whose resolved folder or git directory (a link, a
+    ``.git`` file) lies outside the resolved ``repos``, so no record turns another local
+    repository into a task snapshot."""
+    if Path(repo).is_absolute() or ".." in PurePosixPath(repo).parts:
+        raise SwebenchError(f"repo {repo!r} is a path; give owner/name (a clone under --repos)")
+    root = repos.resolve()
     owner, _, name = repo.rpartition("/")
     for candidate in (f"{owner}__{name}" if owner else None, name, repo):
-        if candidate and (repos / candidate / ".git").exists():
-            return repos / candidate
-        if candidate and (repos / candidate / "HEAD").is_file():  # a bare clone
-            return repos / candidate
+        if not candidate:
+            continue
+        path = repos / candidate
+        if (path / ".git").exists() or (path / "HEAD").is_file():  # a clone, or a bare one
+            git_dir = Path(_git(["rev-parse", "--absolute-git-dir"], path)).resolve()
+            for what, where in (("folder", path.resolve()), ("git directory", git_dir)):
+                if not where.is_relative_to(root):
+                    raise SwebenchError(
+                        f"repo {repo!r}: the {what} of {path} is {where}, outside --repos {root}"
+                    )
+            return path.resolve()
     return None
 
 
@@ -103,7 +121,11 @@ def import_instances(records: list[dict[str, Any]], repos: Path, source: str) ->
         if missing:
             problems.append(f"{where}: missing {', '.join(missing)}")
             continue
-        clone = clone_for(rec["repo"], repos)
+        try:
+            clone = clone_for(str(rec["repo"]), repos)
+        except SwebenchError as e:
+            problems.append(f"{where}: {e}")
+            continue
         if clone is None:
             owner, _, name = str(rec["repo"]).rpartition("/")
             problems.append(

@@ -32,6 +32,7 @@ import cheetah.inference.server as server
 import cheetah.inference.weights_api as weights_api
 from cheetah.cli.serve import add_commands, run_serve
 from cheetah.core.http_gate import loopback_hosts
+from cheetah.inference.embeddings_api import TURN_TEXTS, in_turns
 from cheetah.inference.server import create_app
 from cheetah.inference.weight_delta import MAGIC, encode_delta, read_header
 from cheetah.limits import ServerLimits
@@ -357,7 +358,31 @@ async def test_embedding_requests_are_bounded_before_any_text_is_embedded():
         assert r.status_code == 413  # 51 MB: over serve_max_body_bytes, refused unread
         assert embedder.calls == []
         r = await c.post("/v1/embeddings", json={"input": ["ok"] * 256})
-        assert r.status_code == 200 and embedder.calls == [256]
+        assert r.status_code == 200 and embedder.calls == [TURN_TEXTS] * (256 // TURN_TEXTS)
+
+
+async def test_a_large_request_takes_turns_so_a_small_one_waits_for_one_turn_not_all():
+    """Ordering, not timing (issue 44: three largest embedding requests made another client
+    wait 11 s): while a 256-text request's first turn runs, a 1-text request comes; it is
+    served next, before the large request's other turns (``bench/serve_fairness.py`` times
+    it)."""
+    started, release = threading.Event(), threading.Event()
+    embedder = CountingEmbedder()
+
+    def first_turn_held(texts):
+        if not embedder.calls:
+            started.set()
+            release.wait(timeout=30)
+        return embedder.embed(texts)
+
+    turn = asyncio.Lock()
+    large = asyncio.create_task(in_turns(turn, first_turn_held, ["x" * 500] * 256))
+    assert await asyncio.to_thread(started.wait, 30)
+    small = asyncio.create_task(in_turns(turn, first_turn_held, ["y"]))
+    await asyncio.sleep(0)  # the small request runs until it waits for the lock
+    release.set()
+    assert (await small).shape == (1, 4) and (await large).shape == (256, 4)
+    assert embedder.calls[:2] == [TURN_TEXTS, 1] and sum(embedder.calls) == 257
 
 
 async def test_rerank_requests_are_bounded_before_any_pair_is_scored():

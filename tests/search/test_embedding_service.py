@@ -18,7 +18,9 @@ import pytest
 
 from cheetah.harness.loop import run_agent
 from cheetah.harness.policy import ScriptedPolicy
+from cheetah.inference import embeddings_api
 from cheetah.inference.server import create_app
+from cheetah.limits import ServerLimits
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.client import EnvClient
 from cheetah.sandbox.config import SandboxConfig
@@ -184,6 +186,9 @@ def test_the_clients_send_the_token_and_fit_the_default_limits(counting_service,
     monkeypatch.setenv("CHEETAH_API_TOKEN", TOKEN)
     remote = RemoteEmbedder(url)  # the token from the environment
     assert remote.name == "counting-embedder" and remote.dim == 3
+    # one turn a request, so the model sees the client's requests (the server's turns are
+    # tests/inference/test_server_attacks.py's)
+    monkeypatch.setattr(embeddings_api, "TURN_TEXTS", ServerLimits().serve_max_inputs)
     embedder.batches.clear()
     texts = ["x"] * 600 + ["y" * 150_000] * 12  # 600 short, then 12 over a text's limit
     vectors = remote.embed(texts)

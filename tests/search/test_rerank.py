@@ -289,3 +289,51 @@ def test_training_flags_are_the_config_fields(verb, model):
     text = " ".join(r.stdout.split())
     for field, info in cls.model_fields.items():
         assert flag_name(field) in text and f"(default: {info.default})" in text
+
+
+def test_long_texts_reach_the_pair_tokenizer_cut_to_the_window():
+    """Issue 44: one in-limit /v1/rerank (a 100k-character query and document) was killed
+    near 3 GB: the tokenizer's pair truncation pairs every overflow piece of one text with
+    every piece of the other. Each text is now cut to the window alone first (``clip``), with
+    the same tokens as before for texts the old path handled; no model runs here."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from cheetah.search.embedder import clip, default_model_dir
+    from cheetah.search.rerank import CrossEncoder
+
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    long = " ".join(f"word{i % 997}" for i in range(20_000))[:100_000]
+
+    def count(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    assert [count(t) for t in clip(tok, [long, "def add(a, b):", "", "   "], 256)] == [256, 8, 0, 0]
+    # Texts the old path could take: the same tokens, but for the tokenizer's tie rule when
+    # both pass the window (it gives the odd token to the longer text; cut, they are equal).
+    for a, b, same in [(long[:3000], long[:200], True), (long[:300], long[5000:6500], True),
+                       (long[:3000], long[5000:6500], False)]:  # fmt: skip
+        old = tok([a], [b], truncation="longest_first", max_length=256)
+        new = tok(clip(tok, [a], 256), clip(tok, [b], 256), truncation="longest_first",
+                  max_length=256)  # fmt: skip
+        assert (new["input_ids"] == old["input_ids"]) == same
+        first = [e["token_type_ids"][0].count(0) for e in (old, new)]
+        assert (
+            len(new["input_ids"][0]) == len(old["input_ids"][0]) and abs(first[0] - first[1]) <= 1
+        )
+
+    pairs: list[list[int]] = []
+
+    def spy(texts, pair=None, **kw):
+        if pair is not None:
+            pairs.append([count(t) for t in texts + pair])
+            assert max(pairs[-1]) <= 256, "a text longer than the window reached the pair call"
+        return tok(texts, pair, **kw)
+
+    enc = CrossEncoder.__new__(CrossEncoder)
+    enc.tokenizer, enc.max_tokens = spy, 256
+    enc.model = lambda **batch: SimpleNamespace(last_hidden_state=torch.ones(
+        *batch["input_ids"].shape, 8))  # fmt: skip
+    enc.head, enc.scale = torch.nn.Linear(8, 1), torch.tensor(1.0)
+    assert enc.forward([long], [long]).shape == (1,) and pairs == [[256, 256]]

@@ -212,3 +212,50 @@ def test_tasks_name_a_fetched_repo_by_package_and_version(
     problem = unfetched({"tinypkg==1.0", "other==1.0", "tinypkg==2.0"})
     assert problem is not None and problem.startswith("not fetched: other==1.0, tinypkg==2.0;")
     assert "`cheetah tasks fetch --only other tinypkg`" in problem
+
+
+def _list_file(path: Path, name: str, data: bytes) -> Path:
+    sha = hashlib.sha256(data).hexdigest()
+    path.write_text(
+        f'[[package]]\nname = "{name}"\nversion = "1.0"\nfilename = "tinypkg-1.0.tar.gz"\n'
+        f'sha256 = "{sha}"\nlicense = "MIT"\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize("name", ["../victim", "{victim}", "x/../../victim", "..", "a\\n"])
+def test_a_package_name_that_is_a_path_is_refused_before_anything_is_removed(
+    tmp_path: Path, archive: bytes, name: str
+):
+    """Attack (issue 44): a list whose ``name`` is a path made fetch delete that folder and
+    extract the archive there, outside --out (the archive came from the cache, no index)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    try:  # the archive is cached: a later fetch of it needs no index
+        fetch_packages([pin(archive)], tmp_path / "first", tmp_path / "cache", index.url)
+    finally:
+        index.close()
+    listed = _list_file(tmp_path / "list.toml", name.format(victim=victim), archive)
+    with pytest.raises(FetchError, match=r"package\.0\.name: .*is not a project name"):
+        packages = load_package_list(listed)
+        fetch_packages(packages, tmp_path / "repos", tmp_path / "cache", "http://127.0.0.1:9")
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"]
+
+
+def test_a_repo_folder_that_links_out_of_out_is_refused(tmp_path: Path, archive: bytes):
+    """Attack: a link planted at ``--out/<name>`` must not lead fetch to write through it."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    (tmp_path / "repos").mkdir()
+    (tmp_path / "repos" / "tinypkg").symlink_to(victim)
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    try:
+        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
+                                       index.url)  # fmt: skip
+    finally:
+        index.close()
+    assert repos == [] and "is not a folder inside" in failed["tinypkg"]
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"]

@@ -90,3 +90,36 @@ def test_export_skips_command_checks_and_clones_see_the_task_branches(calc_repo,
                    check=True)  # fmt: skip
     sha = result.records[0]["base_commit"]
     subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{sha}^{{commit}}"], check=True)
+
+
+def test_import_refuses_a_repo_that_is_a_path_or_leads_out_of_repos(calc_repo, tmp_path):
+    """Attack (issue 44): ``repo`` as an absolute path, with ``..``, or a clone under --repos
+    that is a link (or has a linked .git) made any local git repository a task snapshot."""
+    [rec] = export_tasks([bug_task(calc_repo)], tmp_path / "outside").records
+    secret = tmp_path / "outside" / "calc_repo"  # holds rec's base_commit
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    (repos / "linked").symlink_to(secret)
+    (repos / "gitlink").mkdir()
+    (repos / "gitlink" / ".git").symlink_to(secret / ".git")
+    attacks = [str(secret), "../outside/calc_repo", "local/linked", "local/gitlink"]
+    records = [{**rec, "instance_id": f"x{i}", "repo": r} for i, r in enumerate(attacks)]
+    with pytest.raises(TaskFileError) as e:
+        import_instances(records, repos, "in.jsonl")
+    problems = e.value.problems
+    assert len(problems) == 4
+    assert all("is a path; give owner/name" in p for p in problems[:2]), problems
+    assert "the folder of" in problems[2] and "outside --repos" in problems[2]
+    assert "the git directory of" in problems[3] and "outside --repos" in problems[3]
+
+
+def test_import_with_a_relative_repos_writes_tasks_that_validate(calc_repo, tmp_path, monkeypatch):
+    """A relative --repos is stored absolute: the task file is read from its own folder."""
+    from cheetah.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    result = export_tasks([bug_task(calc_repo)], tmp_path / "repos")
+    write_instances(result.records, tmp_path / "instances.jsonl")
+    args = ["tasks", "import", "instances.jsonl", "--repos", "repos", "--out", "out/t.jsonl"]
+    assert main(args) == 0
+    assert main(["tasks", "validate", "out/t.jsonl", "--sandbox", "local"]) == 0
