@@ -74,13 +74,19 @@ test-openenv:
 bench: $(STAMP)
 	$(BIN)/python bench/parallel_tools.py
 
-# cheetah's engine against llama.cpp (issue 31): llama-cpp-python built from source with the
-# CPU features named (this VM lists AMX but faults on it, so -march=native crashes), then the
-# agent-shaped rollouts bench with its llama.cpp columns (llama-server too when $LLAMA_SERVER
-# names a binary built from the same source; BENCHMARKS.md). Never part of `make test`.
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-  -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
-  -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+# cheetah's engine against llama.cpp (issue 31): llama-cpp-python built from source for this
+# CPU, then the agent-shaped rollouts bench with its llama.cpp columns (llama-server too when
+# $LLAMA_SERVER names a binary built from the same source; BENCHMARKS.md). The CPU features
+# come from the CPU the build runs on (issue 45): -march=native (GGML_NATIVE) everywhere but
+# on a CPU that lists AMX, where the list below is named instead: the VM the benchmarks ran
+# on lists AMX but faults on it, so -march=native crashes there; every AMX CPU has the AVX512
+# set named. `cheetah doctor` prints the flags. Never part of `make test`.
+LLAMA_AMX_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+  -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON \
+  -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+  -DGGML_AMX_BF16=OFF
+LLAMA_CMAKE_ARGS := $(if $(shell grep -qw amx_tile /proc/cpuinfo 2>/dev/null && echo amx),\
+  $(LLAMA_AMX_CMAKE_ARGS),-DGGML_NATIVE=ON)
 bench-llama: $(STAMP)
 	$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir -e '.[bench]'

@@ -17,7 +17,8 @@ at most ``max_seq_len`` tokens (TRL's ``max_length``), one row per forward (its 
 collator joins a batch's rows into one sequence, and on CPU, without flash attention, that
 sequence's attention is dense: longer rows only cost more), as many accumulation steps as
 rows: each optimizer step trains on exactly the same tokens as cheetah's (a token mean over
-the step; the warm-up losses agree). Both: the quickstart's bf16 autocast and activation
+the step; the warm-up losses agree). Both: the quickstart's precision (``auto``: bf16 autocast
+where this CPU computes bf16 fast, as ``model/precision.py`` resolves it) and activation
 checkpointing, ``torch.optim.AdamW`` with its betas and weight decay, constant lr
 ``sft_lr``, gradients clipped at ``grad_clip``.
 
@@ -144,6 +145,8 @@ def demonstrations(cfg, tokenizer) -> list:
 # -- SFT ---------------------------------------------------------------------------------------
 def _shared_args(cfg) -> dict:
     """The trainer settings both TRL trainers take from the quickstart's config."""
+    from cheetah.model.precision import resolve_precision
+
     t = cfg.train
     return {
         "lr_scheduler_type": "constant",
@@ -152,7 +155,7 @@ def _shared_args(cfg) -> dict:
         "adam_beta2": t.betas[1],
         "weight_decay": t.weight_decay,
         "max_grad_norm": t.grad_clip,
-        "bf16": t.bf16,
+        "bf16": resolve_precision(t.precision, "cpu").dtype == "bf16",  # what ours computes in
         "gradient_checkpointing": t.grad_checkpointing,
         "use_cpu": True,
         "report_to": "none",
@@ -434,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             out += report("GRPO", sides, demos)
     t = cfg.train
+    from cheetah.model.precision import resolve_precision
 
     def sizes(batch) -> str:
         n = [len(s.input_ids) for s in batch]
@@ -450,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)"
     )
     print(
-        f"quickstart trainer settings: bf16 {t.bf16}, grad_checkpointing {t.grad_checkpointing}, "
+        f"quickstart trainer settings: precision {t.precision} -> "
+        f"{resolve_precision(t.precision, 'cpu').dtype}, grad_checkpointing {t.grad_checkpointing}, "
         f"micro_batch_tokens {t.micro_batch_tokens}, AdamW betas {t.betas} wd {t.weight_decay}, "
         f"grad_clip {t.grad_clip}; {len(demos)} demonstrations recorded in {demo_s:.0f} s"
     )

@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trained", type=int, default=60, help="trained tokens per sample")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--micro-batch-tokens", type=int, default=2048)
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16"), default="auto", help="train.precision"
+    )
     parser.add_argument("--grad-checkpointing", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
 
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = TrainConfig(
             lr=1e-5,
             micro_batch_tokens=args.micro_batch_tokens,
-            bf16=args.bf16,
+            precision=args.precision,
             grad_checkpointing=args.grad_checkpointing,
             share_prefix=share,
         )
@@ -171,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"model {loaded.name}, {len(samples)} samples of {min(tokens)}-{max(tokens)} tokens "
         f"sharing {shared_prefix_len(samples)}, {min(trained)}-{max(trained)} trained each; "
-        f"micro_batch_tokens {args.micro_batch_tokens}, bf16 {args.bf16}, "
+        f"micro_batch_tokens {args.micro_batch_tokens}, precision {args.precision} -> "
+        f"{trainers['on'].precision.dtype}, "
         f"grad_checkpointing {args.grad_checkpointing}"
     )
     print(

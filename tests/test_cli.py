@@ -187,3 +187,37 @@ def test_the_core_runs_without_the_ml_extra_and_names_it_when_needed(tmp_path):
     assert r.returncode == 0 and "pass@1 1.000" in r.stdout, r.stderr[-2000:]
     r = _without_ml("train", "--set", f"run.out_dir={tmp_path}")
     assert r.returncode == 2 and "install the 'ml' extra" in r.stderr, r.stderr[-2000:]
+
+
+def test_doctor_reports_the_machine_with_and_without_torch():
+    r = cheetah("doctor", "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    keys = {"cpu", "matmul", "precision", "torch", "gpus", "sandbox", "disk_free_gb", "memory",
+            "extras", "llama_cpp", "problems"}  # fmt: skip
+    assert keys <= report.keys()
+    assert report["precision"]["train"]["cpu"]["chosen"] in ("fp32", "bf16")
+    assert report["matmul"]["fp32_ms"] > 0 and report["torch"]["threads"] >= 1
+    assert all({"what", "fix"} == p.keys() for p in report["problems"])
+    text = cheetah("doctor", timeout=300).stdout
+    assert "precision  training on cpu (auto)" in text and "sandbox" in text
+    bare = json.loads(_without_ml("doctor", "--json").stdout)
+    assert bare["torch"] is None and any("no torch" in p["what"] for p in bare["problems"])
+
+
+def test_doctor_names_the_fix_for_what_is_missing():
+    from cheetah.cli.doctor import EXTRAS, problems
+
+    report = {
+        "sandbox": {"bwrap": None, "isolated": False, "error": None, "cgroup_v1_limits": []},
+        "torch": {"threads": 2},
+        "precision": {"train": {"cpu": {"chosen": "fp32", "reason": "bf16 takes 38x"}}},
+        "extras": {group: dict.fromkeys(names, True) for group, names in EXTRAS.items()},
+        "llama_cpp": {"llama_server": "/usr/bin/llama-server", "llama_cpp_python": False},
+        "disk_free_gb": {"/tmp": 100.0},
+        "memory": {"total_gb": 16.0, "available_gb": 12.0},
+    }
+    fixes = {p["fix"] for p in problems(report)}
+    assert "apt-get install bubblewrap" in fixes
+    assert any('training runs in fp32 (train.precision = "auto")' in f for f in fixes)
+    assert len(fixes) == 2

@@ -20,9 +20,21 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from cheetah import __version__
-from cheetah.cli import agent, dashboard, env, eval, export, moe, search, tasks, tools, train
+from cheetah.cli import (
+    agent,
+    dashboard,
+    doctor,
+    env,
+    eval,
+    export,
+    moe,
+    search,
+    tasks,
+    tools,
+    train,
+)
 
-VERB_MODULES = (agent, tools, train, env, dashboard, moe, tasks, eval, export, search)
+VERB_MODULES = (agent, tools, train, env, dashboard, moe, tasks, eval, export, search, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cheetah import bundled
 from cheetah.config import ConfigError, read_toml, validate
@@ -65,7 +65,14 @@ class TrainConfig(BaseModel):
     micro_batch_tokens: int = Field(
         4096, ge=1, description="tokens one forward/backward runs at most (padded)"
     )
-    bf16: bool = Field(False, description="bf16 autocast in the trainer")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto",
+        description="the trainer's compute dtype: auto = bf16 autocast where the device "
+        "computes bf16 fast (CUDA 8.0+, CPUs with AMX, AVX512-BF16 or ARM bf16 and a bf16 "
+        "matmul measured no slower than fp32's), fp32 elsewhere; bf16 forces autocast (with "
+        "a warning where it is slow); the run's log and summary.json say what was chosen "
+        "(cheetah/model/precision.py)",
+    )
     grad_checkpointing: bool = Field(
         False, description="recompute activations in backward (less memory, more compute)"
     )
@@ -79,6 +86,20 @@ class TrainConfig(BaseModel):
         True, description="run each micro-batch's shared token prefix once (exact)"
     )
     loss: LossConfig = Field(default_factory=LossConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bf16_is_gone(cls, data: Any) -> Any:
+        # the old switch forced bf16 on CPUs where it is 38x slower (issue 45): a config that
+        # still sets it is told what replaced it rather than mapped to the same mistake
+        if isinstance(data, dict) and "bf16" in data:
+            now = '"auto" (or "bf16" to force it)' if data["bf16"] else '"fp32"'
+            raise ValueError(
+                'train.bf16 was replaced by train.precision = "auto" | "fp32" | "bf16" (auto: '
+                "bf16 only where this machine computes it fast; `cheetah doctor` shows which); "
+                f"bf16 = {str(data['bf16']).lower()} is now precision = {now}"
+            )
+        return data
 
 
 class RunSection(_Section):
@@ -267,7 +288,7 @@ class RolloutSection(AgentLimits):
 
 
 class TrainSection(TrainConfig):
-    """The trainer's own settings (``TrainConfig`` above: lr, clip, micro-batches, bf16,
+    """The trainer's own settings (``TrainConfig`` above: lr, clip, micro-batches, precision,
     ``loss`` ...) plus what the job does with it."""
 
     steps: int = Field(4, ge=0, description="RL optimizer steps (0: SFT and evaluation only)")

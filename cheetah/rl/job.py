@@ -21,7 +21,9 @@
    With ``train.eval_every``, the held-out tasks are also evaluated every few RL steps
    (the learning curve: pass rate and turns per task against rollouts trained on).
 6. The last stage; the reward-curve and learning-curve plots and ``summary.json``: where the
-   wall time went (``time_breakdown``, ``rl/timing.py``), every
+   wall time went (``time_breakdown``, ``rl/timing.py``), the dtype the trainer computed in
+   and why (``precision``: ``train.precision`` resolved for the device at start, in the log
+   too; a step slower than ``SLOW_STEP_S`` names ``cheetah doctor`` once), every
    stage's pass rate with its Wilson interval, per tier and behaviour, exact McNemar
    tests between stages (``mcnemar_p``: the last against the base model) and Wilcoxon
    tests of turns per task and calls per turn (``turns_p``, ``calls_p``).
@@ -59,6 +61,10 @@ from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
 from cheetah.rl.timing import table as time_table
 
+# A trainer step slower than this says where to look once: on a CPU without fast bf16 a forced
+# bf16 step took hours (issue 45); `cheetah doctor` prints what this machine does fast.
+SLOW_STEP_S = 120.0
+
 
 class TrainJob:
     def __init__(
@@ -70,6 +76,7 @@ class TrainJob:
         self.cfg, self.resume, self._emit, self.progress = cfg, resume, log, progress
         self._t0 = time.monotonic()
         self._bar = None
+        self._told_slow = False
         self.dir = cfg.run_dir
         store_path = self.dir / "run.sqlite"
         if store_path.exists() and not resume:
@@ -171,6 +178,10 @@ class TrainJob:
                 log_to_driver=False,
             )
         self.trainer, self.tokenizer = build_trainer(cfg)
+        p = self.trainer.precision
+        self.log(f"trainer precision: {p.dtype} ({cfg.train.precision}: {p.reason})")
+        if p.warning:
+            self.log(f"warning: {p.warning}")
         if cfg.train.world_size > 1:
             self.log(f"trainer: {cfg.train.world_size} ranks, the model sharded (FSDP2)")
         if cfg.model.engine_urls:  # remote servers: no local engine actor
@@ -285,6 +296,7 @@ class TrainJob:
             with self.clock.phase("sft:steps"):
                 m = await asyncio.to_thread(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
+            self._note_slow(m.step_s)
         with self.clock.phase("sft:weight_sync"):
             await self.trainer.sync_to(self.sync_targets)
 
@@ -407,6 +419,7 @@ class TrainJob:
             with self.clock.phase("rl:trainer_steps"):
                 m = await asyncio.to_thread(self.trainer.rl_step, samples)
             metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
+            self._note_slow(m.step_s)
             t0 = time.perf_counter()
             with self.clock.phase("rl:weight_sync"):
                 await self.trainer.sync_to(self.sync_targets)
@@ -435,6 +448,14 @@ class TrainJob:
         self.log(f"step {step}: {stats}")
         if step % self.cfg.train.checkpoint_every == 0 or step == self.cfg.train.steps:
             self._save_step(step)
+
+    def _note_slow(self, step_s: float) -> None:
+        if step_s > SLOW_STEP_S and not self._told_slow:
+            self._told_slow = True
+            self.log(
+                f"slow step ({step_s:.0f} s): run `cheetah doctor` to see what this machine "
+                "does fast"
+            )
 
     def _save_step(self, step: int) -> None:
         self.trainer.save_checkpoint(self.dir / "checkpoints" / f"step-{step}", {"step": step})
@@ -508,6 +529,12 @@ class TrainJob:
                 "wall_s": time.perf_counter() - t0,
                 "run_dir": str(self.dir),
                 "time_breakdown": breakdown(self.clock.seconds, self.clock.wall_s()),
+                "precision": {
+                    "requested": self.cfg.train.precision,
+                    "chosen": self.trainer.precision.dtype,
+                    "reason": self.trainer.precision.reason,
+                    "warning": self.trainer.precision.warning,
+                },
             }
         )
         self.store.set_meta("summary", summary)

@@ -21,8 +21,9 @@ what costs on CPU), each later update's ratio is against those first logprobs an
 one more copy of the weights); each micro-batch's reference logprobs are computed once per
 batch, without gradients, and the loss adds the KL penalty to them (with a reference and
 ``kl_coef`` 0, the KL is only reported). SFT uses the same batching with a token-level
-cross-entropy on the masked-in tokens. bf16 autocast is used only where it helps
-(``bf16=True``; CUDA, or CPUs with fast bf16).
+cross-entropy on the masked-in tokens. The compute dtype is ``precision``, resolved once
+for the model's device (``model/precision.py``): bf16 autocast where the device computes bf16
+fast (``auto``) or where it is forced, fp32 otherwise.
 
 Weight sync: ``sync_to(engine)`` hands the engine the trainer's tensors (in process,
 or through Ray's object store for an engine actor: the state dict is ``ray.put`` once
@@ -53,6 +54,7 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from cheetah.memory import release_memory
+from cheetah.model.precision import resolve_precision
 from cheetah.rl import sharding
 from cheetah.rl.batching import SelectedLogits, micro_batches, pad_batch, shared_prefix_len
 from cheetah.rl.config import TrainConfig
@@ -97,6 +99,10 @@ class Trainer:
         self.lm = getattr(model, "selected_logits", None) or SelectedLogits(model)
         self.cfg = cfg or TrainConfig()
         self.temperature = temperature
+        device = next(model.parameters()).device
+        # fp32 or bf16 autocast, with why (for the run's log and summary.json)
+        self.precision = resolve_precision(self.cfg.precision, str(device))
+        self.autocast = self.precision.dtype == "bf16"
         self.opt = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=self.cfg.lr,
@@ -132,7 +138,7 @@ class Trainer:
         device = next(self.model.parameters()).device
         b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
         sel = b["mask"][:, 1:].bool()
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.autocast):
             logits = (lm or self.lm)(b["input_ids"], b["attention"], sel, prefix).float()
         if temperature != 1.0:
             logits = logits / temperature

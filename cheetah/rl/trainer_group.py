@@ -91,6 +91,10 @@ class TrainerRank:
     def set_version(self, version: int) -> None:
         self.trainer.version = version
 
+    def precision(self) -> Any:
+        """The ``Choice`` this rank's trainer computes in (``model/precision.py``)."""
+        return self.trainer.precision
+
     def counters(self) -> tuple[int, int]:
         return self.trainer.step_count, self.trainer.version
 
@@ -130,6 +134,7 @@ class TrainerGroup:
                 for i, r in enumerate(self.ranks)
             ]
         )  # every rank is up (or this raised its error)
+        self.precision = ray.get(self.ranks[0].precision.remote())  # each rank resolved its own
         self.step_count = 0
         self.version = 0
 

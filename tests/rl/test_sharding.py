@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 # Sharded, the trainer runs whole sequences (no shared-prefix pass): so does the reference
 # here, so that both sum the same floats in the same order.
-CFG = TrainConfig(lr=1e-3, grad_checkpointing=False, bf16=False, share_prefix=False)
+CFG = TrainConfig(lr=1e-3, grad_checkpointing=False, precision="fp32", share_prefix=False)
 # the run configs' setting: layers recomputed in backward, each gathered again for it
 CKPT = CFG.model_copy(update={"grad_checkpointing": True})
 # micro-batches of one sample: the ranks (3 and 2 samples) run different numbers of passes
@@ -31,7 +31,7 @@ SMALL = CFG.model_copy(update={"micro_batch_tokens": 40})
 # bf16 autocast: GEMMs of other shapes round differently: loss, gradient norm and entropy
 # agree 100x more loosely, and updates are not compared element by element (Adam's first
 # step, ~lr x sign(g), turns bf16 rounding of the tied head's many tiny gradients into flips)
-BF16 = CFG.model_copy(update={"bf16": True})
+BF16 = CFG.model_copy(update={"precision": "bf16"})
 
 
 def batch() -> list[Sample]:
@@ -112,7 +112,7 @@ def test_two_ranks_step_like_one_process(objective, cfg):
                 p.join()
     assert [p.exitcode for p in ranks] == [0, 0]
     assert sharded.tokens == single.tokens and sharded.samples < single.samples
-    tol = 100 if cfg.bf16 else 1  # bf16: tolerances 100x looser
+    tol = 100 if cfg.precision == "bf16" else 1  # bf16: tolerances 100x looser
     assert sharded.loss == pytest.approx(single.loss, rel=1e-5 * tol)
     assert sharded.grad_norm == pytest.approx(single.grad_norm, rel=1e-4 * tol)
     assert sharded.entropy == pytest.approx(single.entropy, rel=1e-4 * tol)
@@ -125,7 +125,7 @@ def test_two_ranks_step_like_one_process(objective, cfg):
         # gradient is ~0 (terms that cancel over samples) float rounding can flip it; all but
         # a few elements per tensor agree
         differ = ((sharded_update - update).abs() > 1e-3 * CFG.lr).float().mean()
-        assert cfg.bf16 or differ <= 0.01, (k, float(differ))
+        assert cfg.precision == "bf16" or differ <= 0.01, (k, float(differ))
 
 
 def test_a_rank_without_samples_is_refused():

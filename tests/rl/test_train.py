@@ -195,6 +195,64 @@ def test_trainer_loss_and_grader_settings_come_from_the_config(tmp_path):
         load_config(None, ["train.steps=2", "train.steps.x=1"])
 
 
+def test_the_old_bf16_switch_is_refused_with_the_key_that_replaced_it(tmp_path):
+    toml = tmp_path / "old.toml"
+    toml.write_text("[train]\nbf16 = true\n")
+    with pytest.raises(ConfigError, match=r'train\.precision = "auto".*precision = "auto"'):
+        load_config(toml)
+    with pytest.raises(ConfigError, match=r'bf16 = false is now precision = "fp32"'):
+        load_config(None, ["train.bf16=false"])
+    assert load_config(Path("quickstart")).train.precision == "auto"
+
+
+@pytest.mark.parametrize(
+    ("flags", "ratio", "dtype"),
+    [({"avx2"}, 38.0, "fp32"), ({"avx2", "amx_bf16"}, 0.25, "bf16")],
+    ids=["avx2-only", "amx"],
+)
+def test_the_quickstart_trainer_computes_in_what_the_cpu_does_fast(
+    monkeypatch, flags, ratio, dtype
+):
+    """On a CPU without fast bf16 (issue 45: 38x slower there) the quickstart's trainer runs
+    its linears in fp32, autocast off; with AMX, in bf16."""
+    import torch
+
+    from cheetah.model import precision
+    from cheetah.model.loading import build_tiny
+    from cheetah.rl.data import Sample
+    from cheetah.rl.trainer import Trainer
+
+    cpu = precision.CpuFeatures("test CPU", "x86_64", frozenset(flags), cpuinfo=True)
+    monkeypatch.setattr(precision, "cpu_features", lambda: cpu)
+    monkeypatch.setattr(precision, "measure_bf16_ratio", lambda n=256: ratio)
+    cfg = load_config(Path("quickstart"))
+    tiny = build_tiny()
+    trainer = Trainer(tiny.model, tiny.tokenizer, cfg.train)
+    assert trainer.precision.dtype == dtype and trainer.autocast == (dtype == "bf16")
+    seen = []
+    linear = next(m for m in tiny.model.modules() if isinstance(m, torch.nn.Linear))
+    linear.register_forward_hook(
+        lambda m, i, out: seen.append((torch.is_autocast_enabled("cpu"), out.dtype))
+    )
+    trainer.logprobs(Sample([5, 6, 7, 8], [0, 0, 1, 1], [0.0, 0.0, -1.0, -1.0]))
+    expected = (dtype == "bf16", torch.bfloat16 if dtype == "bf16" else torch.float32)
+    assert seen and all(s == expected for s in seen), seen
+
+
+def test_a_slow_step_names_cheetah_doctor_once(tmp_path):
+    from cheetah.rl.job import SLOW_STEP_S, TrainJob
+
+    lines: list[str] = []
+    sets = [f"run.out_dir={tmp_path}", "tasks.also_eval=[]", "tasks.sft_also=[]"]
+    job = TrainJob(load_config(Path("quickstart"), sets), log=lines.append)
+    try:
+        for seconds in (SLOW_STEP_S / 2, SLOW_STEP_S + 1, SLOW_STEP_S * 3):
+            job._note_slow(seconds)
+    finally:
+        job.close()
+    assert len(lines) == 1 and "slow step (121 s): run `cheetah doctor`" in lines[0], lines
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(7800)  # three training runs: ~5 min here, a busy CI machine takes longer
 @pytest.mark.parametrize("world", [1, 2], ids=["one-process", "sharded-2-ranks"])
@@ -291,6 +349,9 @@ def test_train_runs_end_to_end_and_resumes_after_a_kill(tmp_path, world):
     )
     assert 0 <= rl_vs_sft["mcnemar_p"] <= 1 and 0 <= rl_vs_sft["turns_p"] <= 1
     assert [p["step"] for p in summary["learning_curve"]] == [0, 2, 4]
+    precision = summary["precision"]  # what the trainer computed in, and why
+    assert precision["requested"] == "auto" and precision["chosen"] in ("fp32", "bf16")
+    assert precision["reason"]
     timing = {p["phase"]: p["seconds"] for p in summary["time_breakdown"]["phases"]}
     for phase in ("startup", "stage:base", "sft:steps", "stage:curve", "rl:trainer_steps"):
         assert timing[phase] > 0, (phase, timing)  # both processes' phases, added up

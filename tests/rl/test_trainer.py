@@ -15,6 +15,9 @@ from cheetah.rl.batching import micro_batches
 from cheetah.rl.data import Sample, SampleError, sample_from_trajectory
 from cheetah.rl.trainer import TrainConfig, Trainer
 
+# The engine computes in fp32, so the trainer here does too: the comparisons below are to
+# float rounding (``auto`` takes bf16 autocast on a CPU with AMX).
+
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -24,7 +27,9 @@ def tokenizer():
 @pytest.fixture
 def setup(tokenizer, ws):
     engine = LocalEngine.from_loaded(build_tiny(tokenizer=tokenizer), max_batch=4)
-    trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(lr=1e-2))
+    trainer = Trainer(
+        build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(precision="fp32", lr=1e-2)
+    )
     yield engine, trainer
     engine.close()
 
@@ -79,7 +84,9 @@ async def test_checkpoint_round_trip(setup, tokenizer, ws, tmp_path):
     trainer.rl_step([sample])
     path = trainer.save_checkpoint(tmp_path / "step-1", {"next_group": 7})
     assert (path / "model.safetensors").is_file() and not (tmp_path / "step-1.tmp").exists()
-    fresh = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(lr=1e-2))
+    fresh = Trainer(
+        build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(precision="fp32", lr=1e-2)
+    )
     assert fresh.load_checkpoint(path) == {"next_group": 7}
     assert fresh.step_count == 1
     for a, b in zip(
@@ -106,7 +113,7 @@ async def test_kl_penalty_holds_the_policy_near_its_reference(tokenizer, ws, tmp
     start.tokenizer.save_pretrained(tmp_path / "ref")
     drift = {}
     for coef in (0.0, 0.5):
-        cfg = TrainConfig(lr=1e-3, loss=LossConfig(kl_coef=coef))
+        cfg = TrainConfig(precision="fp32", lr=1e-3, loss=LossConfig(kl_coef=coef))
         trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, cfg)
         if coef:
             with pytest.raises(RuntimeError, match="set_reference"):
@@ -184,11 +191,13 @@ async def test_activation_checkpointing_gives_the_same_step(setup, tokenizer, ws
     sample = sample_from_trajectory(
         await rollout(engine, tokenizer, ws, 8), tokenizer, advantage=1.0
     )
-    plain = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(lr=1e-2))
+    plain = Trainer(
+        build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(precision="fp32", lr=1e-2)
+    )
     ckpt = Trainer(
         build_tiny(tokenizer=tokenizer).model,
         tokenizer,
-        TrainConfig(lr=1e-2, grad_checkpointing=True),
+        TrainConfig(precision="fp32", lr=1e-2, grad_checkpointing=True),
     )
     a, b = plain.rl_step([sample]), ckpt.rl_step([sample])
     assert a.loss == pytest.approx(b.loss, rel=1e-5)
@@ -207,7 +216,7 @@ async def test_mxfp8_moe_policy_trains_and_syncs_with_matching_logprobs(tokenize
         return model
 
     engine = LocalEngine(policy(), tokenizer, max_batch=4)
-    trainer = Trainer(policy(), tokenizer, TrainConfig(lr=1e-2))
+    trainer = Trainer(policy(), tokenizer, TrainConfig(precision="fp32", lr=1e-2))
     try:
         traj = await rollout(engine, tokenizer, ws, seed=5)
         sample = sample_from_trajectory(traj, tokenizer, advantage=1.0)
@@ -237,7 +246,12 @@ async def test_logprobs_are_recomputed_under_the_sampling_temperature(tokenizer,
         engine.close()
     sample = sample_from_trajectory(traj, tokenizer, advantage=1.0)
     theirs = [lp for t in traj.turns for lp in t.logprobs]
-    trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, temperature=0.8)
+    trainer = Trainer(
+        build_tiny(tokenizer=tokenizer).model,
+        tokenizer,
+        TrainConfig(precision="fp32"),
+        temperature=0.8,
+    )
     ours = trainer.logprobs(sample)
     assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-3
     at_one = trainer.logprobs(sample, temperature=1.0)
@@ -301,7 +315,11 @@ def random_ids(n: int, seed: int) -> list[int]:
 
 
 def tiny_trainer(tokenizer, **cfg) -> Trainer:
-    return Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, TrainConfig(**cfg))
+    return Trainer(
+        build_tiny(tokenizer=tokenizer).model,
+        tokenizer,
+        TrainConfig(**{"precision": "fp32", **cfg}),
+    )
 
 
 @pytest.mark.parametrize(
@@ -428,7 +446,9 @@ async def test_several_updates_per_batch_make_the_clip_act(tokenizer, ws):
     samples = [idle, *samples]
     clips = {}
     for updates in (1, 4):
-        cfg = TrainConfig(lr=5e-2, updates_per_batch=updates, micro_batch_tokens=1)
+        cfg = TrainConfig(
+            precision="fp32", lr=5e-2, updates_per_batch=updates, micro_batch_tokens=1
+        )
         trainer = Trainer(build_tiny(tokenizer=tokenizer).model, tokenizer, cfg)
         clips[updates] = trainer.rl_step(samples).clip_fraction
         assert trainer.step_count == 1  # one RL step, however many updates it takes
