@@ -5,7 +5,8 @@ module name made per run (``tasks/grader.py``), loads it with ``-p`` while plugi
 off, and reads the JSON file it writes at the end of the session (path in
 ``CHEETAH_GRADE_REPORT``, read at import, before any code under test runs). Outcomes use
 pytest's ``-rA`` words: PASSED, FAILED, ERROR (setup or teardown failed, or the collector),
-SKIPPED, XFAIL, XPASS; a failure or error is never overwritten by a later phase.
+SKIPPED, XFAIL, XPASS; a failure or error is never overwritten by a later phase, and a failed
+subtest (``unittest``'s ``subTest``, pytest's ``subtests``) fails its test.
 
 It also watches the run it reports on: it notes pytest's and pluggy's functions that make,
 carry and log a test's report when it is imported (before any conftest or code under test),
@@ -94,6 +95,8 @@ def _record(nodeid, outcome):
 
 
 def pytest_runtest_logreport(report):
+    if type(report).__name__ == "SubtestReport" and not report.failed:
+        return  # a subtest that passed or skipped says nothing against its test
     xfail = hasattr(report, "wasxfail")
     if report.when == "call":
         if report.failed:

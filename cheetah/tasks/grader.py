@@ -61,7 +61,6 @@ from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener, TaskSetupError, open_task
 
 Outcome = Literal["passed", "failed", "error", "missing", "timeout", "tampered"]
-_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$")
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 
 
@@ -167,14 +166,28 @@ def _section(output: str, test_id: str) -> str:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def _summary_id(word: str, rest: str) -> str:
+    """The node id in the rest of a ``-rA`` line: a PASSED line is all id; others may end in
+    `` - message``, and a parametrized id may itself hold `` - `` inside its brackets."""
+    if word == "PASSED":
+        return rest
+    bracket = rest.find("[")
+    if 0 <= bracket < rest.find(" - ") or (bracket >= 0 and " - " not in rest):
+        for i in range(bracket, len(rest)):
+            if rest[i] == "]" and (i == len(rest) - 1 or rest.startswith(" - ", i + 1)):
+                return rest[: i + 1]
+    return rest.split(" - ", 1)[0]
+
+
 def parse_pytest_outcomes(output: str) -> dict[str, str]:
     """Node id -> PASSED/FAILED/ERROR/... from pytest's ``-rA`` summary (colours, which a
-    repo's own ``addopts = --color=yes`` turns on, are stripped first)."""
+    repo's own ``addopts = --color=yes`` turns on, are stripped first). For the task
+    generator's runs; the grader reads its own plugin's report instead."""
     out: dict[str, str] = {}
     for line in _ANSI.sub("", output).splitlines():
-        m = _SUMMARY.match(line.strip())
-        if m:
-            out[m[2]] = m[1]
+        word, _, rest = line.strip().partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR", "XPASS", "XFAIL") and rest:
+            out[_summary_id(word, rest)] = word
     return out
 
 
@@ -581,11 +594,15 @@ async def grade(
     config: GraderConfig | None = None,
 ) -> Grade:
     """Grade what the agent left in ``workspace`` (see the module docstring): its change runs
-    in a fresh session that ``sessions`` opens. Never raises for problems of the task itself."""
+    in a fresh session that ``sessions`` opens, once ``workspace`` is closed (it was opened by
+    ``sessions`` too). Never raises for problems of the task itself."""
     config = config or GraderConfig()
     t0 = time.monotonic()
     await workspace.stop()
     current = await workspace.read_tree()
+    await sessions.close(
+        workspace
+    )  # its slot goes to the grading session (no deadlock at capacity)
     change = agent_change(task, baseline, current)
     flags = runner_flags(task, baseline, change)
     touched = change.touched

@@ -59,6 +59,7 @@ class TaskSession:
     def __init__(self, env: Any, session_id: str) -> None:
         self.env, self.id = env, session_id
         self.agent = SessionTools(env, session_id)  # the harness's ToolRunner
+        self.closed = False
 
     async def read_tree(self) -> dict[str, bytes]:
         return (await self.env.read_files(self.id)).tree()
@@ -126,6 +127,11 @@ class TaskSessionOpener:
         return TaskSession(self.env, info.session_id)
 
     async def close(self, session: TaskSession) -> None:
+        """Close ``session``; closing it again does nothing (the grader closes the agent's
+        session as soon as it has its files, and the caller's ``finally`` still may)."""
+        if session.closed:
+            return
+        session.closed = True
         await self.env.close(session.id)
 
 

@@ -116,6 +116,13 @@ def test_parse_pytest_outcomes():
     }
     coloured = "\x1b[32mPASSED\x1b[0m tests/a.py::\x1b[1mtest_x\x1b[0m\n"  # --color=yes
     assert parse_pytest_outcomes(coloured) == {"tests/a.py::test_x": "PASSED"}
+    dashed = "t.py::test_c[now - interval '1 day'-Token]"  # a " - " inside the id itself
+    assert parse_pytest_outcomes(f"PASSED {dashed}\nFAILED {dashed} - assert 0\n") == {
+        dashed: "FAILED"
+    }
+    assert parse_pytest_outcomes("XFAIL t.py::test_d - reason - more\n") == {
+        "t.py::test_d": "XFAIL"
+    }
     assert HIDDEN  # the hidden test text is what the grader writes
 
 
