@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from cheetah.tools.batch import run_batch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "cheetah" / "data" / "sample_repo"
 FIX_SCRIPT = REPO_ROOT / "cheetah" / "data" / "scripts" / "fix_sample_repo.json"
+
+# The suite's own sandbox dir (unless one is given), so what it leaves is its own to find.
+os.environ.setdefault("CHEETAH_SANDBOX_DIR", f"/tmp/cheetah-sandbox-test-{os.getpid()}")
 
 settings.register_profile(
     "cheetah",
@@ -96,3 +100,61 @@ def local_ray(num_cpus: int = 2) -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = saved
+
+
+def leftovers() -> set[str]:
+    """What sandboxed sessions of this suite left on the host: mounts under the sandbox dir
+    (session layers), and processes in its sessions' cgroups."""
+    from cheetah.sandbox.cgroups import base_tag
+    from cheetah.sandbox.config import default_base_dir
+
+    base = str(default_base_dir().resolve())
+    out = set()
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point.startswith(base + "/sessions/"):
+            out.add(f"mount {point}")
+    tag = f"cheetah/{base_tag(base)}-"  # the suite's session cgroups (other suites' differ)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cgroups = (proc / "cgroup").read_text()
+        except OSError:
+            continue
+        if tag in cgroups:
+            out.add(f"process {proc.name} ({(proc / 'comm').read_text().strip()!r})")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def nothing_outlives_a_test() -> Iterator[None]:
+    """No session mount and no sandboxed process that a test made outlives it (those there
+    before it are not its own). What a closing session kills may take a moment to go."""
+    before = leftovers()
+    yield
+    deadline = time.monotonic() + 10.0
+    while (new := leftovers() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not new, f"left behind by this test: {sorted(new)}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """At the end, the runtime mounts of this process's sandboxes are released (what runs at
+    exit anyway), and then nothing is left under the suite's sandbox dir."""
+    from cheetah.sandbox.config import default_base_dir
+    from cheetah.sandbox.isolated import close_live_sandboxes
+
+    close_live_sandboxes()
+    base = str(default_base_dir().resolve())
+    mounted = [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(base + "/")
+    ]
+    if mounted:
+        if session.exitstatus == 0:
+            session.exitstatus = 1
+        print(f"\nmounts left under the suite's sandbox dir: {mounted}")
+    elif base.startswith("/tmp/cheetah-sandbox-test-"):
+        shutil.rmtree(base, ignore_errors=True)  # the suite's own: snapshots, layers, etc

@@ -46,6 +46,7 @@ import shlex
 import sys
 import threading
 import uuid
+import weakref
 from pathlib import Path
 
 from cheetah.core.safefs import SafeRoot, split
@@ -81,6 +82,34 @@ def _runtime_dirs() -> list[Path]:
     """The interpreter and its environment, visible read-only inside (tests and ruff need them)."""
     dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     return sorted(d for d in dirs if d != Path("/usr"))
+
+
+def _release_runtime(held: list[tuple[int, Path]]) -> None:
+    """Unmount the runtime mounts in ``held`` that no other server on the base dir holds."""
+    while held:
+        users, target = held.pop()
+        try:
+            with mounts.flocked(f"{target}.mnt"):
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone with it?
+                except BlockingIOError:
+                    continue  # another server still runs sessions with it
+                mounts.detach(target)
+        finally:
+            os.close(users)
+
+
+_RELEASES: list[weakref.finalize] = []
+
+
+def close_live_sandboxes() -> None:
+    """Release the runtime mounts of every ``Sandbox`` of this process not yet closed. Each
+    ``Sandbox`` releases its own when it is closed, collected, or the process exits, so an
+    in-process ``TaskEnv``, ``tools run --sandbox`` or OpenEnv server that never called
+    ``LocalEnv.aclose`` leaves no mount behind; this runs them all now."""
+    for release in list(_RELEASES):
+        release()
+    _RELEASES[:] = [r for r in _RELEASES if r.alive]
 
 
 class Sandbox:
@@ -120,6 +149,9 @@ class Sandbox:
         self.seccomp = seccomp.write_program(base / "seccomp.bpf") if self.cfg.seccomp else None
         self._runtime_users: list[tuple[int, Path]] = []
         self.runtime = self._mount_runtime(base / "runtime")
+        # at close, when collected, or at exit, whichever comes first (once)
+        self._release = weakref.finalize(self, _release_runtime, self._runtime_users)
+        _RELEASES.append(self._release)
 
     def _write_etc(self, etc: Path) -> Path:
         etc.mkdir(exist_ok=True)
@@ -161,17 +193,7 @@ class Sandbox:
 
     def close(self) -> None:
         """Unmount the runtime mounts no other server on this base dir still holds."""
-        held, self._runtime_users = self._runtime_users, []
-        for users, target in held:
-            try:
-                with mounts.flocked(f"{target}.mnt"):
-                    try:
-                        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone with it?
-                    except BlockingIOError:
-                        continue  # another server still runs sessions with it
-                    mounts.detach(target)
-            finally:
-                os.close(users)
+        self._release()
 
     def describe(self) -> str:
         extra = ", seccomp filter (io_uring, keyring refused)" if self.seccomp else ""

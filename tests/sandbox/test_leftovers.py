@@ -1,0 +1,52 @@
+"""A process that used isolated sessions in process and ended without closing them leaves no
+runtime mount behind (issue 45: in-process ``TaskEnv``, ``tools run --sandbox`` and the
+OpenEnv server each left two read-only bind mounts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cheetah.sandbox.capabilities import detect
+from cheetah.sandbox.config import SandboxConfig
+
+SCRIPT = """
+import asyncio
+from cheetah.tasks.gym import TaskEnv
+from cheetah.tasks.loaders import load_tasks
+from cheetah.tasks.session import local_sessions
+
+
+async def main():
+    env = TaskEnv(local_sessions("isolated"))
+    await env.reset(load_tasks("benchmark")[0])
+    await env.step('<tool name="run_terminal"><command>echo hi</command></tool>')
+    await env.close()  # the episode, not the sandbox: no LocalEnv.aclose
+    print("runtime mounts:", len(env.sessions.env.backend.runtime))
+
+
+asyncio.run(main())
+"""
+
+
+def _mounts_under(base: Path) -> list[str]:
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p.startswith(str(base.resolve()) + "/")]
+
+
+@pytest.mark.skipif(
+    not detect(SandboxConfig().uid, SandboxConfig().gid).isolated, reason="no isolation here"
+)
+def test_an_in_process_task_env_that_ends_leaves_no_mount(tmp_path):
+    base = tmp_path / "sandbox"
+    env = {"CHEETAH_SANDBOX_DIR": str(base), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    held = int(r.stdout.split("runtime mounts:")[1])
+    assert held >= 1 or not detect(0, 0).root  # as root the interpreter is bind-mounted
+    assert _mounts_under(base) == []
