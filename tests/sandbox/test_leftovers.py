@@ -43,10 +43,14 @@ def _mounts_under(base: Path) -> list[str]:
 def test_an_in_process_task_env_that_ends_leaves_no_mount(tmp_path):
     base = tmp_path / "sandbox"
     env = {"CHEETAH_SANDBOX_DIR": str(base), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stderr
-    held = int(r.stdout.split("runtime mounts:")[1])
-    assert held >= 1 or not detect(0, 0).root  # as root the interpreter is bind-mounted
-    assert _mounts_under(base) == []
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, r.stderr
+        held = int(r.stdout.split("runtime mounts:")[1])
+        assert held >= 1 or not detect(0, 0).root  # as root the interpreter is bind-mounted
+        assert _mounts_under(base) == []
+    finally:  # never leave a bind mount of the interpreter where tmp_path cleanup would walk
+        for point in reversed(_mounts_under(base)):
+            subprocess.run(["umount", "-l", point], check=False)
