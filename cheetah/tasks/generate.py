@@ -41,9 +41,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from cheetah.core.workspace import ExecResult, LocalWorkspace, interpreter_env, is_junk
-from cheetah.tasks.grader import parse_pytest_outcomes
 from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
 from cheetah.tasks.patch import diff_texts
+from cheetah.tasks.pytest_run import parse_pytest_outcomes
 from cheetah.tasks.schema import Check, Snapshot, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener
 

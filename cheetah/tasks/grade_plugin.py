@@ -1,7 +1,7 @@
 """The pytest plugin the grader loads to learn each test's outcome: it never reads stdout.
 
 The grader writes this file's source into a directory it makes outside the workspace, under a
-module name made per run (``tasks/grader.py``), loads it with ``-p`` while plugin autoload is
+module name made per run (``tasks/pytest_run.py``), loads it with ``-p`` while plugin autoload is
 off, and reads the JSON file it writes at the end of the session (path in
 ``CHEETAH_GRADE_REPORT``, read at import, before any code under test runs). Outcomes use
 pytest's ``-rA`` words: PASSED, FAILED, ERROR (setup or teardown failed, or the collector),

@@ -11,23 +11,17 @@ SWE-bench's harness applies a model's patch to a clean checkout. Scope and new r
 are measured on what the agent touched.
 
 Test-id checks run as one pytest call over the files that hold them, steered by the grader
-alone: ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with the plugins the task's environment has named
-with ``-p`` (listed once per snapshot and environment in a pristine session, minus those the
-repo's config blocks), the repo's own config file from the pristine tree (``-c``),
-``-p no:cacheprovider``, ``PYTHONDONTWRITEBYTECODE=1``. Each test's outcome comes from a
-report file the grader's own plugin writes (``tasks/grade_plugin.py``, under a module name
-made per run, in a directory outside the workspace), printed by the grader's command after a
-line made per run once pytest has exited; the tests' own output is kept only as the detail
-shown for a failure. An id the report lacks
-counts as failed ("missing"). Correctness is all checks passing.
+alone and read from its own plugin's report (``tasks/pytest_run.py``: plugin autoload off, the
+environment's plugins and the repo's config file named, no cache, no bytecode); an id the report
+lacks counts as failed ("missing"), and a run whose report machinery was replaced or that a
+planted plugin joined is "tampered": flagged, 0. Correctness is all checks passing.
 
 The grader sees sessions only as ``TaskSession``s (file trees in and out, commands), so it
 grades a local copy, an in-process isolated session and a session on a remote env server
 alike. The reward is ``correctness_weight * correct + conventions_weight * conventions``,
 the conventions term counted only for a correct result by default (otherwise doing nothing
 would earn it). Everything that went into it is in the returned ``Grade``, the graded diff
-included. Ruff runs on this host on file contents (it only reads them; the repo's root ruff
-settings are copied beside them), so lint does not depend on what a sandbox image ships.
+included; new ruff problems come from ``tasks/lint_delta.py``.
 
 Deliberately left out: partial credit for some checks passing, flaky-test reruns, style checks
 beyond ruff, reusing the agent's session for the checks (a fresh one costs a session start
@@ -36,27 +30,28 @@ and the task's setup; ``BENCHMARKS.md`` has the measured cost).
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import hashlib
-import json
 import re
 import secrets
-import shlex
-import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from ruff.__main__ import find_ruff_bin
 
 from cheetah.core.workspace import PathError
 from cheetah.harness.trajectory import Trajectory
 from cheetah.tasks.change import AgentChange, agent_change, runner_flags
+from cheetah.tasks.lint_delta import new_lint_problems
 from cheetah.tasks.patch import PatchError, patch_tree, with_changes
+from cheetah.tasks.pytest_run import (
+    Report,
+    Runner,
+    find_runner,
+    output_of,
+    pytest_command,
+    report_of,
+)
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener, TaskSetupError, open_task
 
@@ -163,160 +158,6 @@ def _section(output: str, test_id: str) -> str:
     return ""
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _summary_id(word: str, rest: str) -> str:
-    """The node id in the rest of a ``-rA`` line: a PASSED line is all id; others may end in
-    `` - message``, and a parametrized id may itself hold `` - `` inside its brackets."""
-    if word == "PASSED":
-        return rest
-    bracket = rest.find("[")
-    if 0 <= bracket < rest.find(" - ") or (bracket >= 0 and " - " not in rest):
-        for i in range(bracket, len(rest)):
-            if rest[i] == "]" and (i == len(rest) - 1 or rest.startswith(" - ", i + 1)):
-                return rest[: i + 1]
-    return rest.split(" - ", 1)[0]
-
-
-def parse_pytest_outcomes(output: str) -> dict[str, str]:
-    """Node id -> PASSED/FAILED/ERROR/... from pytest's ``-rA`` summary (colours, which a
-    repo's own ``addopts = --color=yes`` turns on, are stripped first). For the task
-    generator's runs; the grader reads its own plugin's report instead."""
-    out: dict[str, str] = {}
-    for line in _ANSI.sub("", output).splitlines():
-        word, _, rest = line.strip().partition(" ")
-        if word in ("PASSED", "FAILED", "ERROR", "XPASS", "XFAIL") and rest:
-            out[_summary_id(word, rest)] = word
-    return out
-
-
-@dataclass(frozen=True)
-class Runner:
-    """How pytest runs for a task, found in a pristine session: the plugins its environment
-    has (named with ``-p``, autoload being off) and the repo's config file (``-c``)."""
-
-    plugins: tuple[str, ...] = ()
-    config: str | None = None
-
-
-PYTEST_CONFIGS = (
-    "pytest.ini",
-    ".pytest.ini",
-    "pytest.toml",
-    ".pytest.toml",
-    "pyproject.toml",
-    "tox.ini",
-    "setup.cfg",
-)
-_DECLARES = {
-    "pyproject.toml": re.compile(r"^\[tool\.pytest(\.ini_options)?\]", re.M),
-    "tox.ini": re.compile(r"^\[pytest\]", re.M),
-    "setup.cfg": re.compile(r"^\[tool:pytest\]", re.M),
-}
-_PLUGINS_PROBE = (
-    "import importlib.metadata as m\n"
-    "eps = m.entry_points()\n"
-    "eps = eps.select(group='pytest11') if hasattr(eps, 'select') else eps.get('pytest11', [])\n"
-    "print('CHEETAH-PLUGINS:', *sorted({e.name for e in eps}))\n"
-)
-_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-def pytest_config_file(tree: dict[str, bytes], files: list[str]) -> str | None:
-    """The config file pytest picks for ``files`` in ``tree``, by pytest's own search: from
-    each file's directory up, the first name in its order that declares pytest settings;
-    else the first ``pyproject.toml`` seen."""
-    first_pyproject = None
-    for f in files:
-        for base in PurePosixPath(f).parents:
-            for name in PYTEST_CONFIGS:
-                rel = name if str(base) == "." else f"{base}/{name}"
-                if rel not in tree:
-                    continue
-                if name == "pyproject.toml" and first_pyproject is None:
-                    first_pyproject = rel
-                pattern = _DECLARES.get(name)
-                if pattern is None or pattern.search(tree[rel].decode("utf-8", "replace")):
-                    return rel
-    return first_pyproject
-
-
-async def find_runner(
-    session: TaskSession, tree: dict[str, bytes], files: list[str], config: GraderConfig
-) -> Runner:
-    """The ``Runner`` for a pristine ``session`` (call it before any change is written)."""
-    res = await session.exec(
-        f"PYTHONDONTWRITEBYTECODE=1 {config.python} -c {shlex.quote(_PLUGINS_PROBE)}",
-        timeout_s=config.check_timeout_s,
-        output_limit=64_000,
-    )
-    line = next((x for x in res.output.splitlines() if x.startswith("CHEETAH-PLUGINS:")), "")
-    cfg = pytest_config_file(tree, files)
-    blocked = tree.get(cfg, b"").decode("utf-8", "replace") if cfg else ""
-    plugins = tuple(
-        n
-        for n in line.split()[1:]
-        if _PLUGIN_NAME.match(n) and f"no:{n}" not in blocked and n != "cacheprovider"
-    )
-    return Runner(plugins, cfg)
-
-
-def _pytest_command(base: str, runner: Runner, nonce: str, files: list[str]) -> str:
-    """Write the grade plugin outside the workspace, run pytest steered by the grader, then
-    print the plugin's report after a line made per run (``report_of`` reads it back)."""
-    source = (Path(__file__).parent / "grade_plugin.py").read_text(encoding="utf-8")
-    work, module = f"/tmp/cheetah-grade-{nonce}", f"cheetah_grade_{nonce}"
-    args = [
-        "-p",
-        module,
-        "-p",
-        "no:cacheprovider",
-        "-W",
-        "ignore::pytest.PytestAssertRewriteWarning",
-    ]
-    for name in runner.plugins:
-        args += ["-p", name]
-    if runner.config:
-        args += ["-c", runner.config]
-    return (
-        f"mkdir -m 700 {work} && printf '%s' {shlex.quote(source)} > {work}/{module}.py && "
-        f"export PYTHONPATH={work}${{PYTHONPATH:+:$PYTHONPATH}} PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
-        f"PYTHONDONTWRITEBYTECODE=1 CHEETAH_GRADE_REPORT={work}/report.json && "
-        f"{base} {shlex.join(args)} {shlex.join(files)}; "
-        f"printf '\\n%s\\n' {_marker(nonce)}; cat {work}/report.json 2>/dev/null; rm -rf {work}"
-    )
-
-
-def _marker(nonce: str) -> str:
-    return f"CHEETAH-GRADE-REPORT-{nonce}"
-
-
-@dataclass(frozen=True)
-class Report:
-    """What the grade plugin reported: each node id's outcome, and what of the run it found
-    replaced or planted (``tampered``; empty for an honest run)."""
-
-    outcomes: dict[str, str]
-    tampered: list[str]
-
-
-def report_of(output: str, nonce: str) -> Report | None:
-    """The grade plugin's report printed after the run's marker line, or None when there is
-    none (pytest did not start, timed out, or the report is damaged)."""
-    at = output.rfind(f"\n{_marker(nonce)}\n")
-    if at < 0:
-        return None
-    try:
-        data = json.loads(output[at + len(_marker(nonce)) + 2 :])
-        outcomes, tampered = data["outcomes"], data.get("tampered", [])
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        return None
-    if not isinstance(outcomes, dict) or not isinstance(tampered, list):
-        return None
-    return Report({str(k): str(v) for k, v in outcomes.items()}, [str(t) for t in tampered])
-
-
 async def run_test_checks(
     workspace: TaskSession,
     checks: list[tuple[str, Check]],
@@ -325,8 +166,8 @@ async def run_test_checks(
     command: str | None = None,
     runner: Runner | None = None,
 ) -> list[CheckResult]:
-    """All test-id checks in one pytest call over their files (``command`` + the files), the
-    outcomes read from the grade plugin's report once every process has been killed."""
+    """All test-id checks in one pytest call over their files (``command`` + the files), run
+    and read as ``tasks/pytest_run.py`` says."""
     if not checks:
         return []
     files = sorted({c.test_file for _, c in checks if c.test_file})
@@ -337,12 +178,10 @@ async def run_test_checks(
     if present:
         nonce = secrets.token_hex(12)
         base = command or f"{config.python} -m pytest {config.pytest_args}"
-        cmd = _pytest_command(base, runner or Runner(), nonce, present)
+        cmd = pytest_command(base, runner or Runner(), nonce, present)
         res = await workspace.exec(cmd, timeout_s=timeout, output_limit=2_000_000)
-        output, timed_out, wall = res.output, res.timed_out, res.wall_s
-        report = report_of(output, nonce)
-        at = output.rfind(f"\n{_marker(nonce)}\n")
-        output = output if at < 0 else output[:at]  # the test run's own output, for details
+        report = report_of(res.output, nonce)
+        output, timed_out, wall = output_of(res.output, nonce), res.timed_out, res.wall_s
     results = []
     for kind, check in checks:
         assert check.test is not None
@@ -435,74 +274,6 @@ async def run_checks(
     return results
 
 
-RUFF_CONFIGS = ("ruff.toml", ".ruff.toml", "pyproject.toml")
-
-
-def has_ruff_config(tree: dict[str, bytes]) -> bool:
-    """Whether the repo declares ruff settings at its root (ruff.toml, .ruff.toml, [tool.ruff])."""
-    if "ruff.toml" in tree or ".ruff.toml" in tree:
-        return True
-    return b"[tool.ruff" in tree.get("pyproject.toml", b"")
-
-
-async def _ruff(cwd: Path, rel: str, content: bytes, select: list[str]) -> list[str]:
-    """Ruff problems in one file's content, as ``path: CODE message`` (no line numbers)."""
-    proc = await asyncio.create_subprocess_exec(
-        find_ruff_bin(),
-        "check",
-        "--no-cache",
-        "--exit-zero",
-        "--output-format=json",
-        *select,
-        "--stdin-filename",
-        rel,
-        "-",
-        cwd=cwd,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, _ = await proc.communicate(content)
-    try:
-        diags = json.loads(out or b"[]")
-    except json.JSONDecodeError:
-        return []
-    return [f"{rel}: {d.get('code') or 'syntax'} {d.get('message', '')}" for d in diags]
-
-
-async def new_lint_problems(
-    tree: dict[str, bytes],
-    baseline: Baseline,
-    touched: list[str],
-    default_select: str = "E4,E7,E9,F",
-) -> list[str]:
-    """Ruff problems in touched .py files that the baseline versions did not have.
-
-    Problems are compared as a multiset of ``path: CODE message`` (lines shift when code
-    is edited), so moving code keeps its count but restoring deleted code that had
-    problems counts them as new. Ruff reads the repo's root settings (copied into a
-    scratch directory with nothing else).
-    """
-    select = [] if has_ruff_config(tree) else ["--select", default_select]
-    new: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="cheetah-lint-") as tmp:
-        cwd = Path(tmp)
-        for name in RUFF_CONFIGS:
-            if name in tree:
-                (cwd / name).write_bytes(tree[name])
-        for rel in touched:
-            if not rel.endswith(".py") or rel not in tree:
-                continue
-            after = Counter(await _ruff(cwd, rel, tree[rel], select))
-            before = (
-                Counter(await _ruff(cwd, rel, baseline[rel], select))
-                if rel in baseline
-                else Counter()
-            )
-            new.extend((after - before).elements())
-    return new
-
-
 def in_scope(path: str, scope: list[str]) -> bool:
     """Whether ``path`` matches a scope glob (fnmatch: ``*`` also crosses ``/``)."""
     return not scope or any(fnmatch.fnmatch(path, g) for g in scope)
@@ -556,7 +327,9 @@ async def runner_for(
     runner = sessions.runners.get(key)
     if runner is None:
         files = sorted({c.test_file for c in task.checks if c.test_file})
-        runner = sessions.runners[key] = await find_runner(pristine, tree, files, config)
+        runner = sessions.runners[key] = await find_runner(
+            pristine, tree, files, config.python, config.check_timeout_s
+        )
     return runner
 
 

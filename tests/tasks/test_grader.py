@@ -1,7 +1,8 @@
 import pytest
 
-from cheetah.tasks.grader import GraderConfig, capture_baseline, grade, parse_pytest_outcomes
+from cheetah.tasks.grader import GraderConfig, capture_baseline, grade
 from cheetah.tasks.patch import apply_patch
+from cheetah.tasks.pytest_run import parse_pytest_outcomes
 from cheetah.tasks.session import local_sessions, open_task
 
 from .conftest import HIDDEN, edit_session
@@ -148,7 +149,7 @@ async def test_test_patch_is_applied_only_at_grading(calc_repo):
 
 
 async def test_lint_uses_repo_config_or_a_minimal_default(tmp_path):
-    from cheetah.tasks.grader import new_lint_problems
+    from cheetah.tasks.lint_delta import new_lint_problems
 
     before = b"x = 1\n"
     tree = {"m.py": b'import os\nx = "{}".format(1)\n'}

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cheetah.tasks.grader import parse_pytest_outcomes
+from cheetah.tasks.pytest_run import parse_pytest_outcomes
 from cheetah.tasks.patch import apply_patch, diff_texts
 
 HERE = Path(__file__).resolve().parent
