@@ -31,7 +31,20 @@ def _train(args: argparse.Namespace) -> int:
     if args.verb == "sft":
         print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
         return 0
-    summary = asyncio.run(job.run())  # the driver has printed the stage table
+    from cheetah.rl.stop import Stopped
+
+    try:
+        summary = asyncio.run(job.run())  # the driver has printed the stage table
+    except Stopped as e:
+        import ray
+
+        ray.shutdown()  # its workers, raylet and agents: nothing of the run outlives it
+        print(
+            f"cheetah {args.verb}: {e}; run directory {job.dir} "
+            "(`cheetah train ... --resume` continues from its newest checkpoint)",
+            file=sys.stderr,
+        )
+        return e.exit_status
     print(f"summary: {summary['run_dir']}/summary.json (wall {summary['wall_s']:.0f} s)")
     return 0
 

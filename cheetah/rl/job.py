@@ -56,6 +56,7 @@ from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
+from cheetah.rl.stop import StopOnSignal
 from cheetah.rl.store import DROPPED, RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
@@ -154,7 +155,10 @@ class TrainJob:
         return self.order[gid]
 
     # -- setup ----------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, stop: StopOnSignal | None = None) -> None:
+        """Start Ray, the trainer, the engine, the env server and the rollout workers; ``stop``
+        takes SIGTERM back from Ray's handler as soon as Ray is up (a signal during the rest
+        of the start is acted on once it returns)."""
         from cheetah.rl.trainer_group import build_trainer  # torch: loaded when the job starts
 
         cfg = self.cfg
@@ -177,6 +181,8 @@ class TrainJob:
                 logging_level="ERROR",
                 log_to_driver=False,
             )
+        if stop is not None:
+            stop.install()  # ray.init replaced the SIGTERM handler with its own sys.exit
         self.trainer, self.tokenizer = build_trainer(cfg)
         p = self.trainer.precision
         self.log(f"trainer precision: {p.dtype} ({cfg.train.precision}: {p.reason})")
@@ -497,11 +503,21 @@ class TrainJob:
 
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        with self.clock.phase("startup"):
-            self.start()
+        """The whole job; ``Stopped`` when SIGTERM or SIGINT ended it (``rl/stop.py``), with
+        everything it started closed."""
+        stop = StopOnSignal(asyncio.current_task())  # type: ignore[arg-type]
+        stop.install()
         try:
+            with self.clock.phase("startup"):
+                self.start(stop)
             return await self._run()
+        except asyncio.CancelledError as e:
+            if (stopped := stop.stopped(e)) is None:
+                raise
+            self.log(f"{stopped}: closing the run (`--resume` continues from its checkpoint)")
+            raise stopped from None
         finally:
+            stop.restore()
             self.close()
 
     async def _run(self) -> dict[str, Any]:

@@ -1,0 +1,67 @@
+"""Stopping the main job on SIGTERM or SIGINT: cancel the run, let it close, report how.
+
+``cheetah train`` runs one asyncio task. ``StopOnSignal`` turns the first SIGTERM or SIGINT
+into a cancel of that task, so the job's ``finally`` closes what it started (the env server
+and its sandboxes, trainer ranks, loggers, the run store: every finished rollout and
+checkpoint is already on disk, which is what ``--resume`` needs; a step in flight is
+abandoned). The caller then shuts Ray down and exits with ``128 + signal``. A second signal
+ends the process at once (the default action), for a stop that hangs.
+
+Why not Ray's own handler: ``ray.init`` installs one that calls ``sys.exit`` wherever the main
+thread happens to be; the run then aborted inside Ray's shutdown and left its agents running.
+So the handler is installed again after ``ray.init`` (``install``), through the event loop.
+Deliberately left out: finishing the step in flight (a stop should not wait minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(Exception):
+    """The run was stopped by a signal; its resources are closed."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+class StopOnSignal:
+    """Cancel ``task`` on the first SIGTERM/SIGINT (see the module docstring)."""
+
+    def __init__(self, task: asyncio.Task) -> None:
+        self.task, self.signum = task, 0
+        self.loop = asyncio.get_running_loop()
+
+    def install(self) -> None:
+        """Take SIGTERM and SIGINT (again: after ``ray.init`` set its own)."""
+        for sig in SIGNALS:
+            self.loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def restore(self) -> None:
+        for sig in SIGNALS:
+            self.loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self.signum:  # a second signal: the default action, now
+            self.restore()
+            os.kill(os.getpid(), sig)
+            return
+        self.signum = sig
+        self.task.cancel()
+
+    def stopped(self, error: BaseException) -> Stopped | None:
+        """The ``Stopped`` a cancel caused by a signal becomes, else None."""
+        return (
+            Stopped(self.signum)
+            if self.signum and isinstance(error, asyncio.CancelledError)
+            else None
+        )
