@@ -64,8 +64,13 @@ ML_EXTRA = {
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from cheetah.stop import Stopped
+
     try:
         return args.func(args)
+    except Stopped as e:  # SIGTERM/SIGINT while sessions ran: they are closed (cheetah/stop.py)
+        print(f"cheetah {args.verb}: {e}; its sessions are closed", file=sys.stderr)
+        return e.exit_status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -31,7 +31,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.verb == "sft":
         print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
         return 0
-    from cheetah.rl.stop import Stopped
+    from cheetah.stop import Stopped
 
     try:
         summary = asyncio.run(job.run())  # the driver has printed the stage table

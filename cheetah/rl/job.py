@@ -56,11 +56,11 @@ from cheetah.rl.loggers import MetricLogger, check_available, make_loggers
 from cheetah.rl.ray_rollouts import run_rollouts, start_workers
 from cheetah.rl.scheduler import Finished, Group, RolloutScheduler
 from cheetah.rl.stages import curve_metrics, learning_curve, run_stage, summarize, table
-from cheetah.rl.stop import StopOnSignal
 from cheetah.rl.store import DROPPED, RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
 from cheetah.rl.timing import table as time_table
+from cheetah.stop import StopOnSignal
 
 # A trainer step slower than this says where to look once: on a CPU without fast bf16 a forced
 # bf16 step took hours (issue 45); `cheetah doctor` prints what this machine does fast.
@@ -503,7 +503,7 @@ class TrainJob:
 
     # -- the whole job ------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        """The whole job; ``Stopped`` when SIGTERM or SIGINT ended it (``rl/stop.py``), with
+        """The whole job; ``Stopped`` when SIGTERM or SIGINT ended it (``cheetah/stop.py``), with
         everything it started closed."""
         stop = StopOnSignal(asyncio.current_task())  # type: ignore[arg-type]
         stop.install()

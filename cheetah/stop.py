@@ -1,15 +1,17 @@
-"""Stopping the main job on SIGTERM or SIGINT: cancel the run, let it close, report how.
+"""Stopping a long job on SIGTERM or SIGINT: cancel it, let it close, report how.
 
-``cheetah train`` runs one asyncio task. ``StopOnSignal`` turns the first SIGTERM or SIGINT
-into a cancel of that task, so the job's ``finally`` closes what it started (the env server
-and its sandboxes, trainer ranks, loggers, the run store: every finished rollout and
-checkpoint is already on disk, which is what ``--resume`` needs; a step in flight is
-abandoned). The caller then shuts Ray down and exits with ``128 + signal``. A second signal
-ends the process at once (the default action), for a stop that hangs.
+``cheetah train``, ``eval`` and the ``tasks`` verbs each run one asyncio task.
+``StopOnSignal`` turns the first SIGTERM or SIGINT into a cancel of that task, so the job's
+``finally`` blocks close what it started: sessions and their sandboxes (mounts, cgroups,
+processes), the env server, trainer ranks, loggers, the run store. For training, every
+finished rollout and checkpoint is already on disk, which is what ``--resume`` needs; a step
+in flight is abandoned. The caller raises ``Stopped``; the CLI exits with ``128 + signal``
+(``cheetah train`` shuts Ray down first). A second signal ends the process at once (the
+default action), for a stop that hangs.
 
 Why not Ray's own handler: ``ray.init`` installs one that calls ``sys.exit`` wherever the main
 thread happens to be; the run then aborted inside Ray's shutdown and left its agents running.
-So the handler is installed again after ``ray.init`` (``install``), through the event loop.
+So the job installs this handler again right after ``ray.init`` (``install``).
 Deliberately left out: finishing the step in flight (a stop should not wait minutes).
 """
 
