@@ -113,7 +113,11 @@ class TaskEnv:
         ep = self._ep
         assert ep is not None
         prompt = asyncio.ensure_future(ep.bridge.prompts.get())
-        await asyncio.wait({prompt, ep.loop_task}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({prompt, ep.loop_task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the caller gave up (a dropped connection): no orphan
+            prompt.cancel()
+            raise
         if not prompt.done():
             prompt.cancel()
             return None
