@@ -18,8 +18,10 @@ Deliberately left out: finishing the step in flight (a stop should not wait minu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -67,3 +69,19 @@ class StopOnSignal:
             if self.signum and isinstance(error, asyncio.CancelledError)
             else None
         )
+
+
+@contextlib.asynccontextmanager
+async def stop_on_signal() -> AsyncIterator[StopOnSignal]:
+    """Around the body of the current task: SIGTERM/SIGINT cancel it, and the cancel leaves
+    the block as ``Stopped`` (any other cancel as itself); the handlers are put back after."""
+    stop = StopOnSignal(asyncio.current_task())  # type: ignore[arg-type]
+    stop.install()
+    try:
+        yield stop
+    except asyncio.CancelledError as e:
+        if (stopped := stop.stopped(e)) is None:
+            raise
+        raise stopped from None
+    finally:
+        stop.restore()

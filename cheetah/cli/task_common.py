@@ -106,26 +106,15 @@ async def with_sessions(args: argparse.Namespace, job, code_search=None):
     """Run ``job(sessions)`` inside the session context of ``args``; sessions of this process
     are closed at the end, and SIGTERM or SIGINT cancels the job, closes them and raises
     ``Stopped`` (``cheetah/stop.py``): a stopped eval or validate leaves no sandbox behind."""
-    import asyncio
+    from cheetah.stop import stop_on_signal
 
-    from cheetah.stop import StopOnSignal
-
-    stop = StopOnSignal(asyncio.current_task())  # type: ignore[arg-type]
-    stop.install()
-    try:
-        async with task_sessions(args, code_search) as sessions:
-            try:
-                return await job(sessions)
-            finally:
-                aclose = getattr(sessions.env, "aclose", None)
-                if aclose is not None and not (args.env_url or args.sandbox == "fleet"):
-                    await aclose()  # in process: every session, then the runtime mounts
-    except asyncio.CancelledError as e:
-        if (stopped := stop.stopped(e)) is None:
-            raise
-        raise stopped from None
-    finally:
-        stop.restore()
+    async with stop_on_signal(), task_sessions(args, code_search) as sessions:
+        try:
+            return await job(sessions)
+        finally:
+            aclose = getattr(sessions.env, "aclose", None)
+            if aclose is not None and not (args.env_url or args.sandbox == "fleet"):
+                await aclose()  # in process: every session, then the runtime mounts
 
 
 def session_options(p: argparse.ArgumentParser, default: str) -> None:

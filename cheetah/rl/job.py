@@ -60,7 +60,7 @@ from cheetah.rl.store import DROPPED, RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
 from cheetah.rl.timing import table as time_table
-from cheetah.stop import StopOnSignal
+from cheetah.stop import StopOnSignal, Stopped, stop_on_signal
 
 # A trainer step slower than this says where to look once: on a CPU without fast bf16 a forced
 # bf16 step took hours (issue 45); `cheetah doctor` prints what this machine does fast.
@@ -505,19 +505,15 @@ class TrainJob:
     async def run(self) -> dict[str, Any]:
         """The whole job; ``Stopped`` when SIGTERM or SIGINT ended it (``cheetah/stop.py``), with
         everything it started closed."""
-        stop = StopOnSignal(asyncio.current_task())  # type: ignore[arg-type]
-        stop.install()
         try:
-            with self.clock.phase("startup"):
-                self.start(stop)
-            return await self._run()
-        except asyncio.CancelledError as e:
-            if (stopped := stop.stopped(e)) is None:
-                raise
+            async with stop_on_signal() as stop:
+                with self.clock.phase("startup"):
+                    self.start(stop)
+                return await self._run()
+        except Stopped as stopped:
             self.log(f"{stopped}: closing the run (`--resume` continues from its checkpoint)")
-            raise stopped from None
+            raise
         finally:
-            stop.restore()
             self.close()
 
     async def _run(self) -> dict[str, Any]:

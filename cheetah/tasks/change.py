@@ -58,7 +58,14 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from cheetah.tasks.patch import PatchError, diff_trees, patch_files, patch_paths
+from cheetah.tasks.patch import (
+    PatchError,
+    changed_files,
+    diff_trees,
+    patch_files,
+    patch_paths,
+    with_changes,
+)
 from cheetah.tasks.schema import Task
 
 CONFIG_NAMES = frozenset(
@@ -224,9 +231,7 @@ def agent_change(
     task_tests = task_test_files(task)
     files: dict[str, bytes | None] = {}
     ungraded: dict[str, str] = {}
-    touched = sorted(
-        p for p in baseline.keys() | current.keys() if baseline.get(p) != current.get(p)
-    )
+    touched = changed_files(baseline, current)
     for rel in touched:
         before, after = baseline.get(rel), current.get(rel)
         why = _why_not(rel, before, after, packages, task_tests, ref_paths, ref_kinds)
@@ -234,11 +239,9 @@ def agent_change(
             files[rel] = after
         else:
             ungraded[rel] = why
-    graded_after = {**baseline, **{k: v for k, v in files.items() if v is not None}}
-    for rel, data in files.items():
-        if data is None:
-            graded_after.pop(rel, None)
-    return AgentChange(files, diff_trees(baseline, graded_after), touched, ungraded)
+    return AgentChange(
+        files, diff_trees(baseline, with_changes(baseline, files)), touched, ungraded
+    )
 
 
 def _added_lines(before: bytes | None, after: bytes) -> set[int]:

@@ -48,9 +48,8 @@ from cheetah.tasks.pytest_run import (
     Report,
     Runner,
     find_runner,
-    output_of,
     pytest_command,
-    report_of,
+    split_report,
 )
 from cheetah.tasks.schema import Check, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener, TaskSetupError, open_task
@@ -180,8 +179,8 @@ async def run_test_checks(
         base = command or f"{config.python} -m pytest {config.pytest_args}"
         cmd = pytest_command(base, runner or Runner(), nonce, present)
         res = await workspace.exec(cmd, timeout_s=timeout, output_limit=2_000_000)
-        report = report_of(res.output, nonce)
-        output, timed_out, wall = output_of(res.output, nonce), res.timed_out, res.wall_s
+        output, report = split_report(res.output, nonce)
+        timed_out, wall = res.timed_out, res.wall_s
     results = []
     for kind, check in checks:
         assert check.test is not None

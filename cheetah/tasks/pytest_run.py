@@ -12,7 +12,7 @@ every input of pytest's start itself:
 - ``-p no:cacheprovider`` and ``PYTHONDONTWRITEBYTECODE=1``: no cache, no bytecode written;
 - each test's outcome from ``tasks/grade_plugin.py``, written under a module name made per
   run into a directory outside the workspace; the shell prints its report after a marker line
-  made per run once pytest has exited (``report_of``), so nothing the tests print decides.
+  made per run once pytest has exited (``split_report``), so nothing the tests print decides.
 
 ``parse_pytest_outcomes`` reads pytest's ``-rA`` text instead: for the task generator, whose
 runs are of the repo as shipped. Deliberately left out: other runners (issue 49: unittest,
@@ -26,6 +26,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path, PurePosixPath
 
 from cheetah.tasks.session import TaskSession
@@ -130,10 +131,15 @@ async def find_runner(
     return Runner(plugins, cfg)
 
 
+@cache
+def _plugin_source() -> str:
+    return (Path(__file__).parent / "grade_plugin.py").read_text(encoding="utf-8")
+
+
 def pytest_command(base: str, runner: Runner, nonce: str, files: list[str]) -> str:
     """Write the grade plugin outside the workspace, run pytest steered by the grader, then
-    print the plugin's report after a line made per run (``report_of`` reads it back; ``output_of`` gives the tests' own output)."""
-    source = (Path(__file__).parent / "grade_plugin.py").read_text(encoding="utf-8")
+    print the plugin's report after a line made per run (``split_report`` reads it back)."""
+    source = _plugin_source()
     work, module = f"/tmp/cheetah-grade-{nonce}", f"cheetah_grade_{nonce}"
     args = [
         "-p",
@@ -169,23 +175,19 @@ class Report:
     tampered: list[str]
 
 
-def report_of(output: str, nonce: str) -> Report | None:
-    """The grade plugin's report printed after the run's marker line, or None when there is
-    none (pytest did not start, timed out, or the report is damaged)."""
+def split_report(output: str, nonce: str) -> tuple[str, Report | None]:
+    """The test run's own output (what was printed before the run's marker line), and the
+    grade plugin's report printed after it, or None when there is none (pytest did not start,
+    timed out, or the report is damaged)."""
     at = output.rfind(f"\n{marker(nonce)}\n")
     if at < 0:
-        return None
+        return output, None
+    own = output[:at]
     try:
         data = json.loads(output[at + len(marker(nonce)) + 2 :])
         outcomes, tampered = data["outcomes"], data.get("tampered", [])
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        return None
+        return own, None
     if not isinstance(outcomes, dict) or not isinstance(tampered, list):
-        return None
-    return Report({str(k): str(v) for k, v in outcomes.items()}, [str(t) for t in tampered])
-
-
-def output_of(output: str, nonce: str) -> str:
-    """The test run's own output: what the command printed before the report's marker."""
-    at = output.rfind(f"\n{marker(nonce)}\n")
-    return output if at < 0 else output[:at]
+        return own, None
+    return own, Report({str(k): str(v) for k, v in outcomes.items()}, [str(t) for t in tampered])
