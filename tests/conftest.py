@@ -102,6 +102,13 @@ def local_ray(num_cpus: int = 2) -> Iterator[None]:
             os.environ[name] = saved
 
 
+def mount_points(under: str | Path) -> list[str]:
+    """Mount points of this machine below the folder ``under``."""
+    prefix = str(Path(under).resolve()) + "/"
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p.startswith(prefix)]
+
+
 def leftovers() -> set[str]:
     """What sandboxed sessions of this suite left on the host: mounts under the sandbox dir
     (session layers), and processes in its sessions' cgroups."""
@@ -109,11 +116,7 @@ def leftovers() -> set[str]:
     from cheetah.sandbox.config import default_base_dir
 
     base = str(default_base_dir().resolve())
-    out = set()
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4]
-        if point.startswith(base + "/sessions/"):
-            out.add(f"mount {point}")
+    out = {f"mount {point}" for point in mount_points(Path(base) / "sessions")}
     tag = f"cheetah/{base_tag(base)}-"  # the suite's session cgroups (other suites' differ)
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -147,11 +150,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     close_live_sandboxes()
     base = str(default_base_dir().resolve())
-    mounted = [
-        line.split()[4]
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if line.split()[4].startswith(base + "/")
-    ]
+    mounted = mount_points(base)
     if mounted:
         if session.exitstatus == 0:
             session.exitstatus = 1

@@ -48,7 +48,9 @@ def busy_app(work_started: asyncio.Event, work_over: asyncio.Event, dropped: lis
     return app
 
 
-async def test_a_drop_mid_step_is_seen_at_once_and_the_apps_failure_is_dropped():
+async def busy_step():
+    """A connection through ``DropWatch`` to ``busy_app``, its one step under way: the client,
+    the watch's task and the list the app's end is written to."""
     started, over, dropped = asyncio.Event(), asyncio.Event(), []
     client = Client()
     scope = {"type": "websocket", "path": "/ws", "headers": []}
@@ -57,6 +59,11 @@ async def test_a_drop_mid_step_is_seen_at_once_and_the_apps_failure_is_dropped()
     client.incoming.put_nowait({"type": "websocket.connect"})
     client.incoming.put_nowait({"type": "websocket.receive", "text": "step"})
     await asyncio.wait_for(started.wait(), 5)
+    return client, watch, dropped
+
+
+async def test_a_drop_mid_step_is_seen_at_once_and_the_apps_failure_is_dropped():
+    client, watch, dropped = await busy_step()
     assert dropped == []
     client.incoming.put_nowait({"type": "websocket.disconnect", "code": 1006})
     await asyncio.wait_for(watch, 5)  # without DropWatch the work would never end
@@ -64,14 +71,7 @@ async def test_a_drop_mid_step_is_seen_at_once_and_the_apps_failure_is_dropped()
 
 
 async def test_a_flood_while_the_app_is_busy_counts_as_a_drop():
-    started, over, dropped = asyncio.Event(), asyncio.Event(), []
-    client = Client()
-    scope = {"type": "websocket", "path": "/ws", "headers": []}
-    watch = asyncio.create_task(DropWatch(busy_app(started, over, dropped))(
-        scope, client.receive, client.send))  # fmt: skip
-    client.incoming.put_nowait({"type": "websocket.connect"})
-    client.incoming.put_nowait({"type": "websocket.receive", "text": "step"})
-    await asyncio.wait_for(started.wait(), 5)
+    client, watch, dropped = await busy_step()
     for _ in range(MAX_QUEUED + 1):
         client.incoming.put_nowait({"type": "websocket.receive", "text": "more"})
     await asyncio.wait_for(watch, 5)

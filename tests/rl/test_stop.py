@@ -22,7 +22,7 @@ from .test_train import BIN, SMALL
 # When to stop: the log line that shows the run got that far.
 POINTS = {
     "startup": "trainer precision:",  # Ray up, the model loaded, the env server starting
-    "rollouts": "held-out base: 1/",  # sandboxed episodes running
+    "rollouts": "held-out pass rate base:",  # the base stage done, SFT and RL under way
 }
 
 
@@ -45,6 +45,7 @@ def _marked(mark: str) -> list[str]:
 def test_sigterm_stops_a_real_run_and_leaves_nothing(tmp_path, point):
     mark = f"CHEETAH_STOP_TEST={uuid.uuid4().hex}"
     sets = [*SMALL, "rollout.sandbox=isolated", "train.sft_steps=4", f"run.out_dir={tmp_path}"]
+    sets.append("train.steps=1000")  # never done before the stop, however fast the machine
     cmd = [
         BIN / "cheetah",
         "train",

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.config import SandboxConfig
+from tests.conftest import mount_points
 
 SCRIPT = """
 import asyncio
@@ -32,11 +32,6 @@ asyncio.run(main())
 """
 
 
-def _mounts_under(base: Path) -> list[str]:
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [p for p in points if p.startswith(str(base.resolve()) + "/")]
-
-
 @pytest.mark.skipif(
     not detect(SandboxConfig().uid, SandboxConfig().gid).isolated, reason="no isolation here"
 )
@@ -50,7 +45,7 @@ def test_an_in_process_task_env_that_ends_leaves_no_mount(tmp_path):
         assert r.returncode == 0, r.stderr
         held = int(r.stdout.split("runtime mounts:")[1])
         assert held >= 1 or not detect(0, 0).root  # as root the interpreter is bind-mounted
-        assert _mounts_under(base) == []
+        assert mount_points(base) == []
     finally:  # never leave a bind mount of the interpreter where tmp_path cleanup would walk
-        for point in reversed(_mounts_under(base)):
+        for point in reversed(mount_points(base)):
             subprocess.run(["umount", "-l", point], check=False)

@@ -112,13 +112,18 @@ def archive() -> bytes:
     return sdist(SRC_LAYOUT)
 
 
-def test_a_src_layout_is_flattened_and_its_license_recorded(tmp_path: Path, archive: bytes):
+def fetch_served(archive: bytes, tmp_path: Path):
+    """``fetch_packages`` of the archive's pin into ``tmp_path/repos``, from an index that
+    serves it."""
     index = Index({"tinypkg-1.0.tar.gz": archive})
     try:
-        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
-                                       index.url)  # fmt: skip
+        return fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache", index.url)
     finally:
         index.close()
+
+
+def test_a_src_layout_is_flattened_and_its_license_recorded(tmp_path: Path, archive: bytes):
+    repos, failed = fetch_served(archive, tmp_path)
     assert failed == {} and len(repos) == 1
     root = tmp_path / "repos" / "tinypkg"
     assert (root / "tinypkg" / "__init__.py").is_file() and not (root / "src").exists()
@@ -251,11 +256,6 @@ def test_a_repo_folder_that_links_out_of_out_is_refused(tmp_path: Path, archive:
     (victim / "keep.txt").write_text("mine")
     (tmp_path / "repos").mkdir()
     (tmp_path / "repos" / "tinypkg").symlink_to(victim)
-    index = Index({"tinypkg-1.0.tar.gz": archive})
-    try:
-        repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", tmp_path / "cache",
-                                       index.url)  # fmt: skip
-    finally:
-        index.close()
+    repos, failed = fetch_served(archive, tmp_path)
     assert repos == [] and "is not a folder inside" in failed["tinypkg"]
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]

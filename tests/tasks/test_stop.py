@@ -16,6 +16,7 @@ import pytest
 
 from cheetah.sandbox.capabilities import detect
 from cheetah.sandbox.config import SandboxConfig, default_base_dir
+from tests.conftest import mount_points
 
 from .conftest import bug_task
 
@@ -23,9 +24,7 @@ BIN = Path(sys.executable).parent
 
 
 def _session_mounts() -> list[str]:
-    base = str(default_base_dir().resolve()) + "/sessions/"
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [p for p in points if p.startswith(base)]
+    return mount_points(default_base_dir() / "sessions")
 
 
 @pytest.mark.skipif(
