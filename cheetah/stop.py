@@ -12,6 +12,11 @@ default action), for a stop that hangs.
 Why not Ray's own handler: ``ray.init`` installs one that calls ``sys.exit`` wherever the main
 thread happens to be; the run then aborted inside Ray's shutdown and left its agents running.
 So the job installs this handler again right after ``ray.init`` (``install``).
+
+A stop that hangs in its cleanup must not hang the process: the CLI arms ``exit_within``, so
+``GRACE_S`` after the signal every thread's stack goes to stderr (where it hung) and the
+process ends with ``128 + signal``. ``kill -USR1`` prints the same stacks at any time
+(``faulthandler``), for a run that looks stuck.
 Deliberately left out: finishing the step in flight (a stop should not wait minutes).
 """
 
@@ -19,11 +24,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import os
 import signal
+import sys
+import threading
 from collections.abc import AsyncIterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+GRACE_S = 120.0  # the longest a stop may take to close what the job started
+_armed: list[float] = []  # the grace ``exit_within`` armed (none in library use)
+
+
+def exit_within(grace_s: float = GRACE_S) -> None:
+    """For a CLI process: a stop that takes over ``grace_s`` dumps every thread's stack and
+    ends the process (see the module docstring); ``kill -USR1`` dumps the stacks now."""
+    _armed[:] = [grace_s]
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+def _deadline(signum: int) -> None:
+    """Start the armed grace period of a stop (nothing when not armed)."""
+    if not _armed:
+        return
+    grace = _armed[0]
+    faulthandler.dump_traceback_later(grace, exit=False)
+
+    def end() -> None:
+        print(
+            f"cheetah: the stop took over {grace:.0f} s; ending now (the stacks above show "
+            "where it hung)",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(128 + signum)
+
+    timer = threading.Timer(grace + 1.0, end)
+    timer.daemon = True
+    timer.start()
 
 
 class Stopped(Exception):
@@ -60,6 +99,7 @@ class StopOnSignal:
             os.kill(os.getpid(), sig)
             return
         self.signum = sig
+        _deadline(sig)
         self.task.cancel()
 
     def stopped(self, error: BaseException) -> Stopped | None:

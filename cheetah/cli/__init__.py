@@ -64,7 +64,10 @@ ML_EXTRA = {
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from cheetah.stop import Stopped
+    from cheetah.stop import Stopped, exit_within
+
+    if argv is None:  # the process is the CLI's: a stop that hangs ends it (cheetah/stop.py)
+        exit_within()
 
     try:
         return args.func(args)

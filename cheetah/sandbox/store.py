@@ -170,24 +170,36 @@ class SnapshotStore:
 
     def has_upload(self, sha: str) -> bool:
         """Whether ``upload:sha`` can start a session here (kept, or already unpacked)."""
-        key = _upload_snapshot_key(sha)
         with self._mutex:
-            unpacked = key in self._current
-        return unpacked or (self.dir / key).is_dir() or self.upload_path(sha).is_file()
+            unpacked = self._unpacked(sha)
+        return unpacked or self.upload_path(sha).is_file()
+
+    def _unpacked(self, sha: str) -> bool:
+        """Whether ``upload:sha`` is unpacked here (the caller holds ``_mutex``)."""
+        key = _upload_snapshot_key(sha)
+        return key in self._current or (self.dir / key).is_dir()
 
     def writer(self, sha: str, max_bytes: int) -> UploadWriter:
         return UploadWriter(self.upload_path(sha), sha, max_bytes)
 
     def add_upload(self, sha: str) -> None:
         """Count a committed upload in the budget; ``StoreFull`` (and the upload removed)
-        when it cannot fit beside what sessions use."""
+        when it cannot fit beside what sessions use. Two clients may send the same snapshot
+        at once: a session started from the first copy unpacks it and removes the tar, so the
+        second finds it gone, which is fine (the snapshot is there, unpacked)."""
         path = self.upload_path(sha)
         key = f"upload-{sha}"
         with self._mutex:
             if path in self._by_path:
                 self._by_path[path].last_used = time.monotonic()
                 return
-            entry = _Entry(key, path, path.stat().st_size, last_used=time.monotonic())
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                if self._unpacked(sha):
+                    return
+                raise
+            entry = _Entry(key, path, size, last_used=time.monotonic())
             self._add(entry)
         self._fit(entry)
 

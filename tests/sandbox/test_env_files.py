@@ -87,3 +87,10 @@ async def test_snapshot_uploads_are_checked_and_become_sessions(env):
     assert env.has_upload(sha)
     sid = (await env.create_session(f"upload:{sha}")).session_id
     assert (await env.read_files(sid)).tree() == {"pkg/mod.py": b"X = 1\n"}
+    # A second client's copy of the same bytes, committed just before that session unpacked
+    # (and removed) the tar, is counted after it: already there, not an error (it was a 500)
+    assert not env.store.upload_path(sha).exists()
+    env.store.add_upload(sha)
+    assert env.has_upload(sha)
+    with pytest.raises(FileNotFoundError):  # never sent, never unpacked: still an error
+        env.store.add_upload("0" * 64)
