@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.cheetah-installed
 APT_PACKAGES := bubblewrap chromium
 DEMO_DIR ?= /tmp/cheetah-demo
+DEMO_ARGS ?=  # more `cheetah train` flags for make demo, e.g. DEMO_ARGS="--set train.precision=fp32"
 
 .PHONY: install demo demo-agent test test-slow test-openenv lint format bench bench-llama clean
 
@@ -37,7 +38,7 @@ demo: $(STAMP)
 	# their test environments; an archive already downloaded is not fetched again.
 	$(BIN)/cheetah tasks fetch --only tinydb h11 xmltodict
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cheetah train --config quickstart \
-	  --set run.out_dir=$(DEMO_DIR)
+	  --set run.out_dir=$(DEMO_DIR) $(DEMO_ARGS)
 	@echo "run directory: $(DEMO_DIR)/quickstart (config.json, run.sqlite, reward.png, checkpoints/)"
 
 demo-agent: $(STAMP)

@@ -109,24 +109,50 @@ def mount_points(under: str | Path) -> list[str]:
     return [p for p in points if p.startswith(prefix)]
 
 
+def _status(proc: Path) -> dict[str, str]:
+    fields = {}
+    for line in (proc / "status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
 def leftovers() -> set[str]:
     """What sandboxed sessions of this suite left on the host: mounts under the sandbox dir
-    (session layers), and processes in its sessions' cgroups."""
+    (session layers), processes in its sessions' cgroups, and processes of the sandbox uid
+    (10001) that descend from this process (where there are no cgroups: a session that was
+    not closed keeps its sandbox running under its ``bwrap``; an orphan re-parented away
+    from this process is found by its cgroup only)."""
     from cheetah.sandbox.cgroups import base_tag
-    from cheetah.sandbox.config import default_base_dir
+    from cheetah.sandbox.config import SandboxConfig, default_base_dir
 
     base = str(default_base_dir().resolve())
     out = {f"mount {point}" for point in mount_points(Path(base) / "sessions")}
     tag = f"cheetah/{base_tag(base)}-"  # the suite's session cgroups (other suites' differ)
+    uid, me = str(SandboxConfig().uid), str(os.getpid())
+    parents: dict[str, str] = {}
+    sandboxed: set[str] = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cgroups = (proc / "cgroup").read_text()
+            status = _status(proc)
         except OSError:
             continue
+        parents[proc.name] = status.get("PPid", "0")
         if tag in cgroups:
-            out.add(f"process {proc.name} ({(proc / 'comm').read_text().strip()!r})")
+            out.add(f"process {proc.name} ({status.get('Name', '?')!r})")
+        elif status.get("Uid", "").split()[:1] == [uid] and not status["State"].startswith("Z"):
+            sandboxed.add(proc.name)
+    for pid in sandboxed:
+        seen, up = set(), parents.get(pid)
+        while up and up not in seen and up not in ("0", "1"):
+            if up == me:
+                out.add(f"process {pid} (uid {uid})")
+                break
+            seen.add(up)
+            up = parents.get(up)
     return out
 
 

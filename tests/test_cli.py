@@ -128,23 +128,26 @@ def test_agent_with_an_in_process_model_records_engine_tokens(sample_repo, tmp_p
         "--out",
         out,
     )
-    assert r.returncode == 0, r.stderr
     traj = Trajectory.load(out)
     turn = traj.turns[0]
+    # a random model's 8 tokens are rarely a finished answer: a cut reply is a limit (exit 3)
+    assert r.returncode == {"finished": 0, "limit": 3}[traj.stop_reason], r.stderr
+    if turn.finish_reason == "length" and not turn.calls:
+        assert "max_new_tokens=8" in traj.stop_detail and "stopped at a limit" in r.stderr
     assert len(turn.token_ids) == len(turn.logprobs) == turn.completion_tokens <= 8
     assert turn.policy_version == 0 and traj.policy == "engine:tiny"
     r = cheetah("agent", "q", "--repo", sample_repo, "--model", str(tmp_path / "no-model"))
     assert r.returncode == 2 and "unknown model" in r.stderr
 
 
-def test_agent_with_the_default_model_exits_0(sample_repo):
+def test_agent_with_the_default_model_exits_cleanly(sample_repo):
     """The engine's step thread is stopped before exit: with a real model its torch threads
     once made the process abort at interpreter exit (SIGABRT, status 134) after a good run."""
     r = cheetah(
         "agent", "Say hi.", "--repo", sample_repo, "--model", "default",
         "--max-turns", "1", "--max-new-tokens", "8", "--quiet", timeout=900,
     )  # fmt: skip
-    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.returncode in (0, 3), (r.returncode, r.stderr[-2000:])  # 3: cut at 8 tokens
     assert "terminate called" not in r.stderr
 
 

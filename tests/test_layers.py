@@ -2,7 +2,7 @@
 from the source with ``ast``) goes from a higher layer to a lower one.
 
 The order, bottom to top (docs/architecture.md draws it): the leaf utilities (``core`` wire
-types and workspace, ``config``, ``progress``, ``memory``, ``stop``), the servers' ``limits``, then the model, inference, tools,
+types and workspace, ``config``, ``progress``, ``memory``, ``stop``, ``install_hint``), the servers' ``limits``, then the model, inference, tools,
 the env service (``sandbox``), the agent harness, tasks and graders, search, RL, the
 dashboard, the CLI. ``KNOWN_UPWARD`` lists the edges not yet removed, each with why; the test
 fails on any other upward edge, and on a listed edge that no longer exists (so the list
@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 LAYERS = [
-    {"core", "config", "progress", "memory", "bundled", "stop"},
+    {"core", "config", "progress", "memory", "bundled", "stop", "install_hint"},
     {"limits"},
     {"model"},
     {"inference"},

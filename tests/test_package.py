@@ -66,7 +66,10 @@ def test_wheel_in_a_fresh_venv_runs_tools_and_an_oracle_eval(tmp_path):
     assert sample["correct"] is True, sample.get("failed_checks")
 
     r = sh(cheetah, "train", "--config", "quickstart", cwd=work, check=False)
-    assert r.returncode == 2 and "pip install 'cheetah[ml]'" in r.stderr, r.stderr
+    # the hint names the wheel this cheetah came from, torch first: `cheetah` on the index
+    # is another project
+    assert r.returncode == 2 and "pip install torch==2.13.0 && pip install '" in r.stderr
+    assert ".whl[ml]'" in r.stderr and "cheetah[ml]" not in r.stderr, r.stderr
     r = sh(cheetah, "export", "--eval", "report", "--out", "x.parquet", cwd=work, check=False)
     assert r.returncode == 2 and "pyarrow, from the 'ml' extra" in r.stderr, r.stderr
     assert (work / "x.jsonl").exists() is False

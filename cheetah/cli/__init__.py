@@ -80,9 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in ML_EXTRA:
             raise
+        from cheetah.install_hint import extra_hint
+
         print(
             f"cheetah {args.verb}: needs {e.name}, which is not installed; install the 'ml' "
-            "extra: pip install 'cheetah[ml]' (or `make install` in a checkout)",
+            f"extra: {extra_hint('ml')} (or `make install` in the checkout)",
             file=sys.stderr,
         )
         return 2

@@ -1,4 +1,9 @@
-"""``cheetah agent``: run the agent on a repository, in place or in an isolated session."""
+"""``cheetah agent``: run the agent on a repository, in place or in an isolated session.
+
+The exit status says how the run ended (``EXIT_STATUS``): 0 the agent finished, 3 a limit
+stopped it first (turns, tokens, wall time, the context window, or a reply cut at
+``--max-new-tokens``), 1 the model or the tools failed, 2 bad input.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,13 @@ from pathlib import Path
 from cheetah.cli.flags import LIMIT_FLAGS, add_flags, from_flags
 from cheetah.harness.loop import AgentLimits
 from cheetah.search.code_search import EmbeddingCodeSearch
+
+EXIT_LIMIT = 3  # a limit stopped the agent before it finished
+EXIT_STATUS = (
+    "Exit status: 0 the agent finished; 3 a limit stopped it first (turns, tokens, wall time, "
+    "the context window, or a reply cut at --max-new-tokens); 1 the model or the tools "
+    "failed; 2 bad input."
+)
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -27,12 +39,9 @@ def _agent(args: argparse.Namespace) -> int:
             model_name=args.model_name,
             temperature=args.temperature,
             max_tokens=args.max_new_tokens,
+            token_file=args.token_file,
         )
-        _give_token(policy, args.token_file)
-    except (FileNotFoundError, PolicyError) as e:
-        print(f"cheetah agent: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # an unreadable --token-file (SettingError) says why
+    except (FileNotFoundError, PolicyError) as e:  # --token-file problems are PolicyErrors
         print(f"cheetah agent: {e}", file=sys.stderr)
         return 2
     try:
@@ -47,14 +56,14 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def _run(args, console, policy, workspace, limits) -> int:
-    from cheetah.harness.display import TurnPrinter
+    from cheetah.harness.display import view_for
     from cheetah.harness.loop import run_agent
 
-    printer = TurnPrinter(console)
-    on_turn = None if args.quiet else printer
+    view = view_for(console)  # streams on a terminal, one line per event elsewhere
+    events = None if args.quiet else view
     if args.sandbox:
         try:
-            traj, diff = asyncio.run(_agent_sandboxed(args, policy, limits, on_turn))
+            traj, diff = asyncio.run(_agent_sandboxed(args, policy, limits, events))
         except Exception as e:
             from cheetah.sandbox.isolated import SandboxUnavailable
 
@@ -63,7 +72,7 @@ def _run(args, console, policy, workspace, limits) -> int:
                 return 2
             raise
         console.rule("changes in the sandbox (your repo is untouched)")
-        console.print(diff or "(none)", markup=False, highlight=False)
+        console.print(diff or "(none)", markup=False, highlight=False, soft_wrap=True)
     else:
         traj = asyncio.run(
             _kept(
@@ -72,29 +81,22 @@ def _run(args, console, policy, workspace, limits) -> int:
                     policy,
                     workspace,
                     limits,
-                    on_turn=on_turn,
+                    events=events,
                     code_search=EmbeddingCodeSearch(),
                 )
             )
         )
-    printer.summary(traj)
+    view.summary(traj)
     if args.out:
         path = traj.save(args.out)
         console.print(f"trajectory written to {path}")
     if traj.stop_reason == "error":
         print(f"cheetah agent: stopped by an error: {traj.stop_detail}", file=sys.stderr)
         return 1
+    if traj.stop_reason == "limit":
+        print(f"cheetah agent: stopped at a limit: {traj.stop_detail}", file=sys.stderr)
+        return EXIT_LIMIT
     return 0
-
-
-def _give_token(policy, token_file: Path | None) -> None:
-    """An OpenAI-compatible server's policy sends the token of ``token_file`` (without one,
-    ``OpenAIPolicy`` takes ``$CHEETAH_API_TOKEN``, then ``$OPENAI_API_KEY``)."""
-    from cheetah.core.http_gate import read_token
-    from cheetah.harness.openai_policy import OpenAIPolicy
-
-    if token_file is not None and isinstance(policy, OpenAIPolicy):
-        policy.api_key = read_token(token_file)
 
 
 async def _kept(run):
@@ -108,7 +110,7 @@ async def _kept(run):
         return e.trajectory
 
 
-async def _agent_sandboxed(args, policy, limits, on_turn):
+async def _agent_sandboxed(args, policy, limits, events):
     """Run the agent in an isolated session over a snapshot of --repo; return it and its diff:
     the same diff the grader takes of an agent's change (``tasks/change.py``), the paths it
     leaves out named after it."""
@@ -121,7 +123,7 @@ async def _agent_sandboxed(args, policy, limits, on_turn):
     try:
         session = SessionTools(env, info.session_id)
         before = (await env.read_files(info.session_id)).tree()
-        traj = await _kept(run_agent(args.query, policy, session, limits, on_turn=on_turn))
+        traj = await _kept(run_agent(args.query, policy, session, limits, events=events))
         await env.stop(info.session_id)
         change = agent_change(None, before, (await env.read_files(info.session_id)).tree())
         left = "".join(f"# not in the diff: {p} ({why})\n" for p, why in change.ungraded.items())
@@ -136,9 +138,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     agent = sub.add_parser(
         "agent",
         help="run the agent on a repository",
-        description="Run the agent on QUERY in the repo at --repo, showing "
-        "each turn's calls, results and diffs. Without --sandbox, commands run "
-        "unsandboxed with your rights: use it on your own repos.",
+        description="Run the agent on QUERY in the repo at --repo, showing the model's reply "
+        "as it is written (on a terminal; one line per event otherwise), each turn's calls, "
+        "results and diffs, and at the end the time to first token and tokens/s. Without "
+        "--sandbox, commands run unsandboxed with your rights: use it on your own repos.",
+        epilog=EXIT_STATUS,
     )
     agent.add_argument("query", help="what the agent should do")
     agent.add_argument("--repo", required=True, type=Path, help="the repository to work in")

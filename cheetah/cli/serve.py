@@ -71,7 +71,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "(llama-server from $LLAMA_SERVER or PATH, else llama-cpp-python's server; needs "
         "--token-file, which it checks as its API key)",
     )
-    parser.add_argument("--name", default=None, help="model id to report (default: --model)")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the model id the server reports (/v1/models, /health, each response's 'model'); "
+        "default: the model's own name, not the --model value: smollm2-135m-instruct for "
+        "'default', 'tiny', the directory's or the .gguf file's name (without .gguf)",
+    )
     parser.set_defaults(func=run_serve)
 
 
@@ -119,12 +125,20 @@ def _serve_llama_cpp(args: argparse.Namespace, token: str | None) -> int:
         return _fail("--engine llama.cpp serves the model only; leave out --embedder/--reranker")
     try:
         server = LlamaCppServer(
-            args.model, host=args.host, port=args.port, parallel=args.max_batch, api_key=token
+            args.model,
+            host=args.host,
+            port=args.port,
+            parallel=args.max_batch,
+            api_key=token,
+            alias=args.name,
         )
         server.start()
     except LlamaCppError as e:
         return _fail(str(e))
-    print(f"llama.cpp serving {server.name} at {server.url} ({server.command[0]})", flush=True)
+    print(
+        f"llama.cpp serving model {server.name!r} at {server.url} ({server.command[0]})",
+        flush=True,
+    )
     try:
         assert server.proc is not None
         return server.proc.wait()
@@ -185,7 +199,12 @@ def _serve(args, limits, token, engine, name, embedder, reranker) -> int:
         who = f"every route but /health needs the bearer token in {args.token_file}"
     else:
         who = "no --token-file: open to local clients, the weight routes refused (403)"
-    print(f"cheetah serve on http://{args.host}:{args.port}: {who}", file=sys.stderr, flush=True)
+    what = f"model {name!r}" if engine is not None else "no model"
+    print(
+        f"cheetah serve on http://{args.host}:{args.port} ({what}): {who}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         uvicorn.run(
             app,

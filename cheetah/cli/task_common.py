@@ -1,6 +1,8 @@
 """What the task verbs share (``cheetah tasks ...`` and ``cheetah eval``): loading a task
-file with the filter flags, choosing where task sessions run (``--sandbox``,
-``--env-url``), and progress that is a bar on a terminal and a line every ~10 s in logs."""
+file with the filter flags (a tier or id the file lacks is named, with the tiers it has),
+where fetched repos and their environments are (``--repos``, ``--envs``), choosing where
+task sessions run (``--sandbox``, ``--env-url``), and progress that is a bar on a terminal
+and a line every ~10 s in logs."""
 
 from __future__ import annotations
 
@@ -66,6 +68,9 @@ def load_task_file(path: Path, args: argparse.Namespace, verb: str):
         head = ":\n" if len(e.problems) > 1 else ": "  # one problem reads on one line
         print(f"cheetah {verb}: cannot use the task file{head}{e}", file=sys.stderr)
         return None
+    if (unknown := unknown_filter(tasks, args, path)) is not None:
+        print(f"cheetah {verb}: {unknown}", file=sys.stderr)
+        return None
     return select_tasks(
         tasks,
         split=getattr(args, "split", None),
@@ -73,6 +78,56 @@ def load_task_file(path: Path, args: argparse.Namespace, verb: str):
         ids=getattr(args, "id", None),
         limit=getattr(args, "limit", None),
     )
+
+
+def unknown_filter(tasks, args: argparse.Namespace, path: Path) -> str | None:
+    """What a ``--tier`` or ``--id`` names that ``tasks`` lack (with the tiers there are),
+    or None: a typo must not read as "no task matches"."""
+    tier = getattr(args, "tier", None)
+    tiers = sorted({t.tier for t in tasks})
+    if tier is not None and tier not in tiers:
+        return f"no task of tier {tier!r} in {path}; its tiers are: {', '.join(tiers) or 'none'}"
+    known = {t.id for t in tasks}
+    missing = [i for i in getattr(args, "id", None) or [] if i not in known]
+    if missing:
+        return f"no task with id {', '.join(map(repr, missing))} in {path}"
+    return None
+
+
+def fetched_options(p: argparse.ArgumentParser) -> None:
+    """``--repos`` and ``--envs``: where ``cheetah tasks fetch`` laid out the repos the tasks
+    name, and their environments (``tasks/fetched.py``)."""
+    p.add_argument(
+        "--repos",
+        type=Path,
+        metavar="DIR",
+        help="where the fetched repos of the tasks are (`cheetah tasks fetch --out`; default: "
+        "$CHEETAH_REPOS_DIR, else ~/.cache/cheetah/repos)",
+    )
+    p.add_argument(
+        "--envs",
+        type=Path,
+        metavar="DIR",
+        help="where their environments are (`cheetah tasks fetch --envs`; default: "
+        "$CHEETAH_ENVS_DIR, else ~/.cache/cheetah/envs)",
+    )
+
+
+def use_fetched_dirs(args: argparse.Namespace, verb: str) -> bool:
+    """Point this process (and the servers it starts) at ``--repos``/``--envs``: they set
+    ``$CHEETAH_REPOS_DIR``/``$CHEETAH_ENVS_DIR``, which ``tasks/fetched.py`` reads. False,
+    with the reason printed, for a folder that is not there."""
+    import os
+
+    for flag, var in (("repos", "CHEETAH_REPOS_DIR"), ("envs", "CHEETAH_ENVS_DIR")):
+        folder = getattr(args, flag, None)
+        if folder is None:
+            continue
+        if not folder.is_dir():
+            print(f"cheetah {verb}: --{flag} {str(folder)!r} is not a directory", file=sys.stderr)
+            return False
+        os.environ[var] = str(folder.resolve())
+    return True
 
 
 def task_sessions(args: argparse.Namespace, code_search=None):

@@ -15,20 +15,26 @@ from cheetah import bundled
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from cheetah.tasks.fetch import FetchError, fetch_packages, load_package_list
+    from cheetah.tasks.fetch import FetchError, fetch_packages, load_package_list, select
 
+    given = args.list is not None
+    listed = args.list if given else bundled.DATA / "packages.toml"
     try:
-        packages = load_package_list(args.list)
+        packages = load_package_list(listed)
+        if args.only:
+            packages, unknown = select(packages, args.only, from_shipped=not given)
+            for name, holding in sorted(unknown.items()):
+                where = (
+                    f"; it is in {', '.join(map(str, holding))} (pass --list)" if holding else ""
+                )
+                print(f"cheetah tasks fetch: {name} is not in {listed}{where}", file=sys.stderr)
+            if unknown:
+                return 2
     except FetchError as e:
         print(f"cheetah tasks fetch: {e}", file=sys.stderr)
         return 2
-    if args.only:
-        unknown = set(args.only) - {p.name for p in packages} - {p.repo_name for p in packages}
-        if unknown:
-            print(f"cheetah tasks fetch: not in {args.list}: {', '.join(sorted(unknown))}",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        packages = [p for p in packages if p.name in args.only or p.repo_name in args.only]
+    print(f"archives: looked up in {args.cache} ({args.cache}/<sha256>/<file> or "
+          f"{args.cache}/<file>), else downloaded from {args.index_url}", flush=True)  # fmt: skip
     total = len(packages)
     count = {"n": 0}
 
@@ -81,8 +87,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0 if result.records else 1
 
 
-def add_io_verbs(sub: argparse._SubParsersAction) -> None:
-    from cheetah.cli.task_common import task_filters
+def _add_fetch(sub: argparse._SubParsersAction) -> None:
     from cheetah.tasks.fetch import DEFAULT_INDEX
     from cheetah.tasks.fetched import cache_home, envs_dir, repos_dir
 
@@ -90,8 +95,9 @@ def add_io_verbs(sub: argparse._SubParsersAction) -> None:
         "fetch",
         help="download pinned source archives from the package index and lay them out as repos",
         description="For each package of the list (name, version, file, sha256, license): "
-        "download its source archive into --cache (skipped when a file with the pinned hash "
-        "is there), refuse it if its sha256 differs, extract it as a repo under --out "
+        "take its source archive from --cache (CACHE/<sha256>/<file>, or laid flat as "
+        "CACHE/<file>) when a file there has the pinned sha256, else download it into "
+        "CACHE/<sha256>/; refuse it if its sha256 differs, extract it as a repo under --out "
         "(src/ layouts flattened), build its Python environment under --envs and record its "
         "license in --out/fetched.json. The default "
         "list holds permissively licensed pure-Python packages whose archives carry their "
@@ -100,19 +106,29 @@ def add_io_verbs(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--list",
         type=Path,
-        default=bundled.DATA / "packages.toml",
-        help="package list (TOML, [[package]] tables; default: the bundled one)",
+        help="package list (TOML, [[package]] tables; default: the bundled packages.toml, and "
+        "for --only names not in it, the other shipped lists)",
     )
     f.add_argument("--out", type=Path, default=repos_dir(), help="where repos are laid out")
     f.add_argument(
-        "--cache", type=Path, default=cache_home() / "sdists", help="downloaded archives"
+        "--cache",
+        type=Path,
+        default=cache_home() / "sdists",
+        help="archives: CACHE/<sha256>/<file> (what fetch downloads) or CACHE/<file> (laid "
+        "flat, e.g. copied in by hand); used when the sha256 matches the pin",
     )
     f.add_argument(
         "--index-url",
         default=os.environ.get("PIP_INDEX_URL", DEFAULT_INDEX),
         help="the package index's simple API (default: $PIP_INDEX_URL or PyPI)",
     )
-    f.add_argument("--only", nargs="+", metavar="NAME", help="fetch only these packages")
+    f.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help="fetch only these packages (from --list; without --list, also from the other "
+        "shipped lists)",
+    )
     f.add_argument(
         "--envs",
         type=Path,
@@ -123,6 +139,11 @@ def add_io_verbs(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--no-envs", action="store_true", help="lay out the repos only")
     f.set_defaults(func=_fetch)
 
+
+def add_io_verbs(sub: argparse._SubParsersAction) -> None:
+    from cheetah.cli.task_common import task_filters
+
+    _add_fetch(sub)
     i = sub.add_parser(
         "import",
         help="turn SWE-bench-style instances into a cheetah task file",

@@ -32,6 +32,9 @@ def _validate(args: argparse.Namespace) -> int:
     tasks = load_task_file(args.file, args, "tasks validate")
     if tasks is None or bad_session_args(args, "tasks validate"):
         return 2
+    if args.test_command:  # for tasks that name none; a task's own command wins
+        tasks = [t if t.test_command else t.model_copy(update={"test_command": args.test_command})
+                 for t in tasks]  # fmt: skip
     console = Console(stderr=True)
     progress, bar = progress_for(console, len(tasks), "validating")
 
@@ -68,6 +71,7 @@ def _generate(args: argparse.Namespace) -> int:
         max_mutants=args.max_mutants,
         max_tasks=args.max_tasks,
         test_command=args.test_command,
+        test_paths=args.test_path,
         timeout_s=args.timeout,
         seed=args.seed,
         concurrency=args.concurrency,
@@ -94,6 +98,8 @@ def _generate(args: argparse.Namespace) -> int:
         return 2
     dump_tasks(result.tasks, args.out)
     s = result.stats
+    print(f"tests: {result.runner}; baseline {result.baseline_s:.1f} s, {result.limit_s:g} s "
+          "per later run")  # fmt: skip
     print(
         f"{len(result.tasks)} tasks written to {args.out} "
         f"({s['candidates']} candidate mutants, {s['tried']} tried, {s['killed']} made tests "
@@ -111,19 +117,39 @@ async def _in_sessions(args: argparse.Namespace, job):
     return await with_sessions(args, job)
 
 
+def suite_options(p: argparse.ArgumentParser) -> None:
+    """How the repo's tests run and for how long (``GenerateConfig``'s fields of the same names)."""
+    p.add_argument(
+        "--test-command",
+        help="a pytest command for the repos' tests (default: found per repo, see "
+        "tasks/suite_layout.py); stored in each task, which the grader runs with its own "
+        "arguments and the test files appended",
+    )
+    p.add_argument(
+        "--test-path",
+        action="append",
+        default=[],
+        help="a test file or folder given to pytest (repeat; default: found per repo)",
+    )
+    from cheetah.tasks.generate import GenerateConfig
+
+    d = {k: f.default for k, f in GenerateConfig.model_fields.items()}
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help=f"seconds for every test run (default: measured; the first run may take "
+        f"{d['first_run_limit_s']:g} s, every later run {d['limit_factor']:g}x its time, at "
+        f"least {d['limit_floor_s']:g} s)",
+    )
+
+
 GENERATE_SANDBOX_HELP = (
     "The repo's tests run in sandbox sessions (isolated here, or env servers through a "
     "fleet); --sandbox local runs them UNSANDBOXED in copies on this host, for repos you trust."
 )
 
 
-def add_tasks_command(subparsers) -> argparse.ArgumentParser:
-    """``cheetah tasks validate FILE`` and ``cheetah tasks generate --repo PATH --out FILE``."""
-    tasks = subparsers.add_parser(
-        "tasks", help="validate, generate, fetch real code for, import and export tasks"
-    )
-    sub = tasks.add_subparsers(dest="tasks_verb", metavar="ACTION", required=True)
-
+def _add_validate(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser(
         "validate",
         help="check that each task's checks fail as given and pass with its reference patch",
@@ -136,9 +162,25 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     v.add_argument("file", type=Path, help="task file (JSONL), or a bundled set's name")
     v.add_argument("--concurrency", type=int, default=2, help="tasks validated at once")
     v.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check run")
+    v.add_argument(
+        "--test-command",
+        help="pytest command for the test-id checks of tasks that name none (the grader "
+        "appends its own arguments and the test files); eval grades with the task file's own, "
+        "so write it there once the tasks validate",
+    )
     session_options(v, "isolated")
     task_filters(v)
     v.set_defaults(func=_validate)
+
+
+def add_tasks_command(subparsers) -> argparse.ArgumentParser:
+    """``cheetah tasks validate FILE`` and ``cheetah tasks generate --repo PATH --out FILE``."""
+    tasks = subparsers.add_parser(
+        "tasks", help="validate, generate, fetch real code for, import and export tasks"
+    )
+    sub = tasks.add_subparsers(dest="tasks_verb", metavar="ACTION", required=True)
+
+    _add_validate(sub)
 
     g = sub.add_parser(
         "generate",
@@ -153,13 +195,8 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
     g.add_argument("--max-mutants", type=int, default=150, help="mutants to try at most")
     g.add_argument("--max-tasks", type=int, default=50, help="stop after this many tasks")
-    g.add_argument(
-        "--test-command",
-        default="python -m pytest -q -rA --tb=short -p no:cacheprovider",
-        help="runs the repo's tests; its output must be pytest's with -rA",
-    )
+    suite_options(g)
     g.add_argument("--src", action="append", help="folder or file to mutate (default: auto)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per test run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling mutants")
     g.add_argument("--concurrency", type=int, default=2, help="test runs at once")
     g.add_argument("--heldout-fraction", type=float, default=0.2, help="share put in heldout")
@@ -172,8 +209,13 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
         "curriculum",
         help="a tiered curriculum with held-out functions and repos, from several repos",
         description="Run the generator on each repo and turn every kept mutant into up to "
-        "three tasks: 'named' (file and function named; inverted operators only), 'file' "
-        "(file named) and 'behaviour' (failing tests only). Held-out tasks are chosen by "
+        "five tasks, one per tier: 'line' (file, function and the buggy line quoted; inverted "
+        "operators only), 'locate' (the line quoted, no file named), 'named' (file and "
+        "function named; inverted operators only), 'file' (file named) and 'behaviour' "
+        "(failing tests only). How each repo's tests run is found per repo (pytest as the "
+        "repo configures it, else test files by name; the package list's or the repo's "
+        "[tool.cheetah] test_command/test_paths), and a repo that yields nothing is named "
+        "with why and the limit it ran under. Held-out tasks are chosen by "
         "function (no held-out function is trained on); --heldout-repo repos are held out "
         "whole. " + GENERATE_SANDBOX_HELP,
     )
@@ -186,6 +228,7 @@ def add_tasks_command(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--max-mutants", type=int, default=400, help="mutants to try per repo")
     c.add_argument("--seed", type=int, default=0, help="seed for sampling mutants")
     c.add_argument("--concurrency", type=int, default=2, help="test runs at once")
+    suite_options(c)
     c.add_argument(
         "--envs",
         type=Path,
@@ -220,6 +263,9 @@ def _curriculum(args: argparse.Namespace) -> int:
         max_tasks=args.max_mutants,
         seed=args.seed,
         concurrency=args.concurrency,
+        test_command=args.test_command,
+        test_paths=args.test_path,
+        timeout_s=args.timeout,
     )
     pace = Pace()
 
@@ -228,6 +274,7 @@ def _curriculum(args: argparse.Namespace) -> int:
             print(f"{repo}: {done}/{total} mutants tried, {kept} kept", flush=True)
 
     skipped: dict[str, str] = {}
+    results: dict = {}
 
     def job(sessions):
         return build_curriculum(
@@ -240,6 +287,7 @@ def _curriculum(args: argparse.Namespace) -> int:
             sessions=sessions,
             envs=args.envs.resolve() if args.envs else None,
             skipped=skipped,
+            results=results,
         )
 
     try:
@@ -256,7 +304,9 @@ def _curriculum(args: argparse.Namespace) -> int:
         first = why.strip().splitlines()[0] if why.strip() else "?"
         print(f"{repo}: SKIPPED, {first}", file=sys.stderr)
     for repo, s in stats.items():
-        print(f"{repo}: {s['tried']} mutants tried, {s['killed'] - s['duplicates']} kept, "
+        r = results[repo]
+        print(f"{repo}: tests: {r.runner}; baseline {r.baseline_s:.1f} s, limit {r.limit_s:g} s; "
+              f"{s['tried']} mutants tried, {s['killed'] - s['duplicates']} kept, "
               f"{s['survived']} survived, {s['timeouts']} timed out, {s['broken']} broke "
               f"the suite, {s['duplicates']} duplicates")  # fmt: skip
     print(f"{len(tasks)} tasks written to {args.out}; generator stats: {json.dumps(stats)}")

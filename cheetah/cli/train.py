@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.verb == "sft":
         print(f"sft checkpoint: {asyncio.run(job.sft_only())}")
         return 0
-    from cheetah.stop import Stopped
+    from cheetah.stop import Stopped, abandoned
 
     try:
         summary = asyncio.run(job.run())  # the driver has printed the stage table
@@ -44,6 +45,11 @@ def _train(args: argparse.Namespace) -> int:
             "(`cheetah train ... --resume` continues from its newest checkpoint)",
             file=sys.stderr,
         )
+        if left := abandoned():  # a trainer step in flight: end without waiting for it
+            print(f"cheetah {args.verb}: left in flight: {', '.join(left)}", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(e.exit_status)  # finalizing beside torch's thread aborts (cheetah/stop.py)
         return e.exit_status
     print(f"summary: {summary['run_dir']}/summary.json (wall {summary['wall_s']:.0f} s)")
     return 0

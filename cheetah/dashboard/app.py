@@ -83,7 +83,8 @@ def create_app(
     ``allowed_hosts`` None answers any Host header (for a server the token guards)."""
     limits = limits or ServerLimits()
     rules = JobRules(tuple(snapshot_roots), tuple(model_roots), limits.dashboard_max_query_chars)
-    jobs = JobManager(jobs_dir, rules, max_running=max_jobs)
+    enabled = token is not None and bool(snapshot_roots)  # jobs_state says the same
+    jobs = JobManager(jobs_dir, rules, max_running=max_jobs, enabled=enabled)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -226,7 +227,8 @@ def serve(
     )
     suffix = f"/#token={token}" if token else "/"
     name = f"[{host}]" if ":" in host else host
-    print(f"cheetah dashboard on http://{name}:{port}{suffix}  (runs: {runs_dir})", flush=True)
+    runs = run_views.describe(runs_dir)
+    print(f"cheetah dashboard on http://{name}:{port}{suffix}  ({runs})", flush=True)
     print(f"  jobs: {jobs_state(token, snapshot_roots)}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

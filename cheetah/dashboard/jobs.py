@@ -7,7 +7,9 @@ copy of the repo (the files under the root are never touched) and the job keeps 
 trajectory, its output (with the diff) and its exit status. Jobs live in ``jobs.sqlite``
 under the jobs directory, so the list survives a dashboard restart; a job that was
 running when the dashboard stopped is marked ``interrupted`` at the next start (its
-process died with the dashboard's session).
+process died with the dashboard's session). With jobs off (no token or no snapshot root)
+the manager writes nothing: no directory, no database; jobs an earlier dashboard kept are
+listed from its database opened read-only.
 
 What a client may name is bounded by ``JobRules``, checked before a row is written or a
 process started:
@@ -79,7 +81,7 @@ class Job:
     repo: str
     model: str
     max_turns: int
-    status: str  # running | finished | failed | cancelled | interrupted
+    status: str  # running | finished | limit | failed | cancelled | interrupted
     exit_code: int | None
     created: float
     finished: float | None
@@ -197,31 +199,48 @@ def agent_argv(query: str, repo: Path, model: str, max_turns: int, out: Path) ->
 
 # -- the jobs ----------------------------------------------------------------------------
 class JobManager:
-    def __init__(self, directory: str | Path, rules: JobRules, max_running: int = 2) -> None:
+    def __init__(
+        self, directory: str | Path, rules: JobRules, max_running: int = 2, enabled: bool = True
+    ) -> None:
+        """``enabled`` False: jobs are off (see the module docstring); nothing is written."""
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.rules = rules
         self.max_running = max_running
-        self._db = sqlite3.connect(self.dir / "jobs.sqlite", check_same_thread=False)
-        self._db.executescript(_SCHEMA)
-        self._db.execute(
-            "UPDATE jobs SET status = 'interrupted', finished = ? WHERE status = 'running'",
-            (time.time(),),
-        )
-        self._db.commit()
+        self.enabled = enabled
+        self._db = self._open() if enabled else self._open_read_only()
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._tasks: set[asyncio.Task] = set()
         self._starting = asyncio.Lock()  # the running-jobs check and the spawn, together
+
+    def _open(self) -> sqlite3.Connection:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.dir / "jobs.sqlite", check_same_thread=False)
+        db.executescript(_SCHEMA)
+        db.execute(
+            "UPDATE jobs SET status = 'interrupted', finished = ? WHERE status = 'running'",
+            (time.time(),),
+        )
+        db.commit()
+        return db
+
+    def _open_read_only(self) -> sqlite3.Connection | None:
+        path = self.dir / "jobs.sqlite"
+        if not path.is_file():
+            return None
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
     def _row(self, row: tuple) -> Job:
         return Job(*row)
 
     def list(self) -> list[Job]:
+        if self._db is None:
+            return []
         rows = self._db.execute("SELECT * FROM jobs ORDER BY id DESC").fetchall()
         return [self._row(r) for r in rows]
 
     def get(self, job_id: int) -> Job | None:
-        if not 1 <= job_id <= MAX_JOB_ID:
+        if self._db is None or not 1 <= job_id <= MAX_JOB_ID:
             return None
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return self._row(row) if row else None
@@ -245,6 +264,8 @@ class JobManager:
     async def start(self, query: str, repo: str, model: str, max_turns: int = 20) -> Job:
         """Check the request against the rules, then write the row and start the process."""
         real_repo = resolve_repo(repo, self.rules)
+        if not self.enabled:
+            raise JobsDisabled("jobs are off: start the dashboard with --token-file")
         check_query(query, self.rules)
         model_spec = check_model(model, self.rules)
         if not 1 <= max_turns <= MAX_TURNS:
@@ -298,8 +319,19 @@ class JobManager:
         self._procs.pop(job_id, None)
         status = self.get(job_id).status  # type: ignore[union-attr]
         if status == "running":
-            status = "finished" if code == 0 else "failed"
+            status = "finished" if code == 0 else self._stopped_or_failed(job_id)
         self._finish(job_id, status, code)
+
+    def _stopped_or_failed(self, job_id: int) -> str:
+        """``limit`` when the job's trajectory says a limit stopped the agent (``cheetah
+        agent`` then exits non-zero), else ``failed``."""
+        try:
+            traj = json.loads(self.paths(job_id)[0].read_text())
+        except (OSError, ValueError):
+            return "failed"
+        return (
+            "limit" if isinstance(traj, dict) and traj.get("stop_reason") == "limit" else "failed"
+        )
 
     async def cancel(self, job_id: int) -> bool:
         """Whether the job was running and is now being stopped (False for any other id)."""
@@ -322,4 +354,5 @@ class JobManager:
         for job_id in list(self._procs):
             await self.cancel(job_id)
         await self.wait_all()
-        self._db.close()
+        if self._db is not None:
+            self._db.close()

@@ -8,6 +8,8 @@ is the number of rollouts that were in flight.
 
 A run is named by one directory name under the runs directory (no ``/``, no leading
 ``.``, so nothing outside it); a rollout id outside SQLite's integer range is no rollout.
+A runs directory that is itself a run (it holds ``run.sqlite``: ``--runs runs/quickstart``)
+shows that one run, under its folder's name.
 """
 
 from __future__ import annotations
@@ -24,11 +26,24 @@ class RunNotFound(LookupError):
     pass
 
 
+def _one_run(runs_dir: Path) -> str | None:
+    """The run's name when ``runs_dir`` is itself one run, else None."""
+    return runs_dir.resolve().name if (runs_dir / "run.sqlite").is_file() else None
+
+
+def describe(runs_dir: Path) -> str:
+    """What the dashboard shows, for its start line."""
+    one = _one_run(runs_dir)
+    return f"the run {one!r} in {runs_dir}" if one else f"runs: {runs_dir}"
+
+
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    one = _one_run(runs_dir)
+    names = [one] if one else [db.parent.name for db in sorted(runs_dir.glob("*/run.sqlite"))]
     out = []
-    for db in sorted(runs_dir.glob("*/run.sqlite")):
+    for name in names:
         try:
-            out.append(summary(runs_dir, db.parent.name))
+            out.append(summary(runs_dir, name))
         except (sqlite3.Error, RunNotFound):
             continue
     return out
@@ -37,7 +52,10 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 def _connect(runs_dir: Path, name: str) -> sqlite3.Connection:
     if "/" in name or "\x00" in name or name.startswith(".") or not name:
         raise RunNotFound(f"bad run name {name!r}")
-    path = runs_dir / name / "run.sqlite"
+    one = _one_run(runs_dir)
+    if one is not None and name != one:
+        raise RunNotFound(f"no run {name!r}: {runs_dir} is the run {one!r}")
+    path = runs_dir / "run.sqlite" if one else runs_dir / name / "run.sqlite"
     if not path.is_file():
         raise RunNotFound(f"no run {name!r} under {runs_dir}")
     # as_uri quotes the path, so a name with '?' or '#' cannot add URI parameters

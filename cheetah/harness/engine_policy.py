@@ -7,6 +7,10 @@ so turn k+1's prompt starts with exactly the ids the engine produced in turn k. 
 policy version, which is everything the trainer needs; the text is only for the harness
 (tool-call parsing) and the user.
 
+``generate_streaming`` hands each token's text to a callback as the engine samples it, when
+the engine streams (``LocalEngine.stream``; the joined pieces are the completion's text);
+an engine that does not (remote, Ray) gives the whole text at the end.
+
 Left out: retries (an engine error is a ``PolicyError``; the loop decides what to do) and
 context trimming (a prompt past the context is a ``PolicyError`` naming the sizes).
 """
@@ -15,9 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cheetah.harness.policy import ContextExhausted, Generation, PolicyError
+from cheetah.harness.policy import ContextExhausted, Generation, PolicyError, TextCallback
 from cheetah.harness.trajectory import Message
 from cheetah.inference.protocol import (
+    Completion,
     ContextTooLong,
     Engine,
     EngineError,
@@ -51,9 +56,17 @@ class EnginePolicy:
             close()
 
     async def generate(self, messages: list[Message]) -> Generation:
+        return await self._generate(messages, None)
+
+    async def generate_streaming(
+        self, messages: list[Message], on_text: TextCallback
+    ) -> Generation:
+        return await self._generate(messages, on_text)
+
+    async def _generate(self, messages: list[Message], on_text: TextCallback | None) -> Generation:
         prompt = prompt_token_ids(messages, self.tokenizer)
         try:
-            out = await self.engine.generate(prompt, self.sampling)
+            out = await self._complete(prompt, on_text)
         except ContextTooLong as e:
             raise ContextExhausted(f"{self.name}: {e}") from None
         except (EngineError, InvalidRequest) as e:
@@ -67,4 +80,19 @@ class EnginePolicy:
             prompt_token_ids=prompt,
             policy_version=out.policy_version,
             finish_reason=out.finish_reason,
+            max_new_tokens=self.sampling.max_tokens,
         )
+
+    async def _complete(self, prompt: list[int], on_text: TextCallback | None) -> Completion:
+        stream = getattr(self.engine, "stream", None)
+        if on_text is None or stream is None:
+            out = await self.engine.generate(prompt, self.sampling)
+            if on_text is not None and out.text:
+                on_text(out.text)
+            return out
+        async for item in stream(prompt, self.sampling):
+            if isinstance(item, Completion):
+                return item
+            if item.text:
+                on_text(item.text)
+        raise EngineError("the engine ended a request without a result")

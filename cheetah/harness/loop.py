@@ -3,22 +3,30 @@
 ``run_agent`` is the one loop the product, evaluation and training all use. What the
 model did wrong goes back to it as an observation: a tool's error, a malformed call,
 an unknown tool are error results it reads next turn. The loop ends normally for a
-typed reason (``AgentStop``): ``finished`` (a message with no tool calls) or ``limit``
-(turns, completion tokens, wall time, or a conversation past the model's context window:
-``ContextExhausted``). Anything else is not the model's doing (the
+typed reason (``AgentStop``): ``finished`` (a message with no tool calls that the model
+ended itself) or ``limit`` (turns, completion tokens, wall time, a conversation past the
+model's context window: ``ContextExhausted``, or a reply without tool calls cut at the
+token cap: finish reason "length", the detail naming the cap). A cut reply is never an
+answer: it has no calls because the cap fell before them. A cut reply *with* calls runs its
+complete calls; the call the cap cut off is a malformed call whose error says so, and the
+loop goes on (the model can write shorter messages). Anything else is not the model's doing (the
 policy's server is down, the env server lost the session, a bug): it propagates as
 ``AgentError``, which carries the trajectory so far (stop reason ``error``) so the caller
 can keep it, while nothing grades or trains on it as if the model had failed.
 
 Tools run through a ``ToolRunner``: ``LocalTools`` over a ``Workspace`` in this
 process, or a remote session (env server) that speaks the same protocol.
+
+A viewer follows a run through ``LoopEvents`` (``harness/display.py``): with one, a
+``StreamingPolicy`` streams its reply and the turn records the time to its first piece of
+text (``Turn.first_token_s``). Without one (eval, RL) nothing streams.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal, Protocol, runtime_checkable
 
@@ -26,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cheetah.core.wire import ToolCall, ToolResult, ToolSpec
 from cheetah.core.workspace import Workspace
-from cheetah.harness.policy import ContextExhausted, Policy
+from cheetah.harness.policy import ContextExhausted, Generation, Policy, StreamingPolicy
 from cheetah.harness.protocol import parse_message, render_results, render_tool_specs
 from cheetah.harness.trajectory import CallRecord, Message, Trajectory, Turn
 from cheetah.tools import default_tools
@@ -131,7 +139,19 @@ class AgentError(RuntimeError):
         self.trajectory = trajectory
 
 
-TurnCallback = Callable[[Trajectory, Turn], None]
+class LoopEvents(Protocol):
+    """What a viewer hears while the loop runs, in order, on the loop's task: a turn starts;
+    its reply's text as it is written (in one piece from a policy that does not stream); the
+    calls it made, as they start (not for a reply without calls); the turn, once its results
+    are in (or the reply had no calls)."""
+
+    def on_start(self, index: int) -> None: ...
+
+    def on_text(self, text: str) -> None: ...
+
+    def on_calls(self, turn: Turn, calls: list[ToolCall]) -> None: ...
+
+    def on_turn(self, traj: Trajectory, turn: Turn) -> None: ...
 
 
 async def run_agent(
@@ -140,7 +160,7 @@ async def run_agent(
     workspace: Workspace | ToolRunner,
     limits: AgentLimits | None = None,
     *,
-    on_turn: TurnCallback | None = None,
+    events: LoopEvents | None = None,
     task_id: str | None = None,
     code_search: CodeSearch | None = None,
 ) -> Trajectory:
@@ -165,7 +185,7 @@ async def run_agent(
     )
     t0 = time.monotonic()
     try:
-        await _loop(traj, policy, runner, limits, t0, on_turn)
+        await _loop(traj, policy, runner, limits, t0, events)
     except AgentStop as stop:
         traj.stop_reason, traj.stop_detail = stop.reason, stop.detail
     except Exception as e:  # not the model's doing: the caller decides, the turns are kept
@@ -187,7 +207,7 @@ async def _loop(
     runner: ToolRunner,
     limits: AgentLimits,
     t0: float,
-    on_turn: TurnCallback | None,
+    events: LoopEvents | None,
 ) -> None:
     deadline = t0 + limits.max_wall_s
 
@@ -207,49 +227,98 @@ async def _loop(
             raise AgentStop("limit", f"turn limit of {limits.max_turns} reached")
         if traj.completion_tokens >= limits.max_tokens:
             raise AgentStop("limit", f"token limit of {limits.max_tokens} reached")
-        g0 = time.monotonic()
+        if events:
+            events.on_start(len(traj.turns))
+        g0, first = time.monotonic(), []
         try:
-            gen = await bounded(policy.generate(list(traj.messages)), "generating")
+            gen = await bounded(_generate(policy, traj.messages, events, first), "generating")
         except ContextExhausted as e:  # the conversation outgrew the model: a limit, typed
             raise AgentStop("limit", f"context window full: {e}") from None
-        turn = Turn(
-            index=len(traj.turns),
-            assistant=gen.text,
-            prompt_token_ids=gen.prompt_token_ids,
-            token_ids=gen.token_ids,
-            logprobs=gen.logprobs,
-            prompt_tokens=gen.prompt_tokens,
-            completion_tokens=gen.completion_tokens,
-            policy_version=gen.policy_version,
-            finish_reason=gen.finish_reason,
-            generate_s=time.monotonic() - g0,
-        )
+        turn = _turn(len(traj.turns), gen, time.monotonic() - g0)
+        turn.first_token_s = first[0] - g0 if first else None
         traj.turns.append(turn)
         traj.messages.append(Message(role="assistant", content=gen.text, token_ids=gen.token_ids))
         calls = parse_message(gen.text)
+        cut = gen.finish_reason == "length"
         if not calls:
-            if on_turn:
-                on_turn(traj, turn)
+            if events:
+                events.on_turn(traj, turn)
+            if cut:  # the cap fell before any call: the model did not finish, it was stopped
+                raise AgentStop("limit", cut_detail(gen))
             raise AgentStop("finished", "the agent replied without tool calls")
+        if cut and calls[-1].error:  # the call the cap cut off: say why it is malformed
+            calls[-1].error += f" (the message was cut off at {_cap(gen)})"
+        if events:
+            events.on_calls(turn, calls)
         r0 = time.monotonic()
         results = await bounded(runner.run_tools(calls), "running tools")
         turn.tools_s = time.monotonic() - r0
-        turn.calls = [
-            CallRecord(
-                index=c.index,
-                name=c.name,
-                args=c.args,
-                output=r.output,
-                is_error=r.is_error,
-                started_s=r.started_s,
-                wall_s=r.wall_s,
-                meta={**r.meta, "malformed": True} if c.error else r.meta,
-            )
-            for c, r in zip(calls, results, strict=True)
-        ]
+        turn.calls = [_record(c, r) for c, r in zip(calls, results, strict=True)]
         traj.messages.append(Message(role="user", content=render_results(results)))
-        if on_turn:
-            on_turn(traj, turn)
+        if events:
+            events.on_turn(traj, turn)
+
+
+async def _generate(
+    policy: Policy, messages: list[Message], events: LoopEvents | None, first: list[float]
+) -> Generation:
+    """The policy's reply; with a viewer, streamed to it (``first`` gets the time the first
+    piece came), or given to it whole when the policy does not stream."""
+    if events is None:
+        return await policy.generate(list(messages))
+    if not isinstance(policy, StreamingPolicy):
+        gen = await policy.generate(list(messages))
+        if gen.text:
+            events.on_text(gen.text)
+        return gen
+
+    def on_text(text: str) -> None:
+        if not first:
+            first.append(time.monotonic())
+        events.on_text(text)
+
+    return await policy.generate_streaming(list(messages), on_text)
+
+
+def _cap(gen: Generation) -> str:
+    return "the token cap" if gen.max_new_tokens is None else f"max_new_tokens={gen.max_new_tokens}"
+
+
+def cut_detail(gen: Generation) -> str:
+    """The stop detail of a reply cut with finish reason "length": the cap that cut it, or
+    the context window when the reply ended before the cap (an engine stops there too)."""
+    n, cap = gen.completion_tokens, gen.max_new_tokens
+    if cap is not None and n < cap:
+        return f"context window full: the reply was cut after {n} tokens, before {_cap(gen)}"
+    return f"reply cut at {_cap(gen)} before the model finished ({n} tokens)"
+
+
+def _turn(index: int, gen: Generation, generate_s: float) -> Turn:
+    return Turn(
+        index=index,
+        assistant=gen.text,
+        prompt_token_ids=gen.prompt_token_ids,
+        token_ids=gen.token_ids,
+        logprobs=gen.logprobs,
+        prompt_tokens=gen.prompt_tokens,
+        completion_tokens=gen.completion_tokens,
+        policy_version=gen.policy_version,
+        finish_reason=gen.finish_reason,
+        generate_s=generate_s,
+    )
+
+
+def _record(c: ToolCall, r: ToolResult) -> CallRecord:
+    return CallRecord(
+        index=c.index,
+        name=c.name,
+        args=c.args,
+        output=r.output,
+        is_error=r.is_error,
+        started_s=r.started_s,
+        wall_s=r.wall_s,
+        meta={**r.meta, "malformed": True} if c.error else r.meta,
+    )
 
 
 def _last_todos(traj: Trajectory) -> list[dict[str, str]]:

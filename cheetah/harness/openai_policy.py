@@ -5,8 +5,10 @@ returns the engine's token ids and logprobs (cheetah's server does: ``token_ids`
 and ``prompt_token_ids`` on the choice, standard ``logprobs.content``), they are
 kept in the trajectory; otherwise tokens are taken from ``usage``.
 Assistant messages that carry token ids are sent with them (``token_ids``), so a
-cheetah server never re-tokenizes what its engine wrote. Deliberately left out: streaming (the loop needs the whole message), native
-function calling (the XML tool format is the protocol).
+cheetah server never re-tokenizes what its engine wrote. ``generate_streaming`` asks for
+the reply as server-sent events and shows each piece as it comes (``chat_stream.py`` puts
+them back together into the same ``Generation``). Deliberately left out: native function
+calling (the XML tool format is the protocol).
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 
 import httpx
 
-from cheetah.harness.policy import ContextExhausted, Generation, PolicyError, estimate_tokens
+from cheetah.harness.chat_stream import ChatStream
+from cheetah.harness.policy import (
+    ContextExhausted,
+    Generation,
+    PolicyError,
+    TextCallback,
+    estimate_tokens,
+)
 from cheetah.harness.trajectory import Message
 from cheetah.inference.protocol import api_token, is_context_message
 
@@ -51,11 +60,7 @@ class OpenAIPolicy:
         except httpx.HTTPError as e:
             raise PolicyError(f"cannot reach {url}: {type(e).__name__}: {e}") from None
         if resp.status_code != 200:
-            detail = f"{url} answered {resp.status_code}: {resp.text[:500]}"
-            context = resp.status_code == 400 and (
-                "context_length_exceeded" in resp.text or is_context_message(resp.text)
-            )
-            raise (ContextExhausted if context else PolicyError)(detail)
+            raise _refused(url, resp)
         try:
             return resp.json()
         except ValueError:
@@ -73,18 +78,55 @@ class OpenAIPolicy:
             self.model = "default"
         return self.model
 
+    async def _body(self, client: httpx.AsyncClient, messages: list[Message]) -> dict:
+        return {
+            "model": await self.resolve_model(client),
+            "messages": [_wire(m) for m in messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "logprobs": True,
+            **self.extra,
+        }
+
     async def generate(self, messages: list[Message]) -> Generation:
         async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-            body = {
-                "model": await self.resolve_model(client),
-                "messages": [_wire(m) for m in messages],
-                "temperature": self.temperature,
-                "max_tokens": self.max_tokens,
-                "logprobs": True,
-                **self.extra,
-            }
-            data = await self._post(client, "/chat/completions", body)
-        return parse_chat_response(data)
+            data = await self._post(client, "/chat/completions", await self._body(client, messages))
+        gen = parse_chat_response(data)
+        gen.max_new_tokens = self.max_tokens
+        return gen
+
+    async def generate_streaming(
+        self, messages: list[Message], on_text: TextCallback
+    ) -> Generation:
+        url = f"{self.base_url}/chat/completions"
+        stream = ChatStream(url)
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            body = await self._body(client, messages)
+            body |= {"stream": True, "stream_options": {"include_usage": True}}
+            try:
+                async with client.stream("POST", url, json=body, headers=self._headers()) as resp:
+                    if resp.status_code != 200:
+                        await resp.aread()
+                        raise _refused(url, resp)
+                    async for line in resp.aiter_lines():
+                        if text := stream.feed_line(line):
+                            on_text(text)
+            except httpx.HTTPError as e:
+                where = "cannot reach" if not stream.parts else "lost the stream from"
+                raise PolicyError(f"{where} {url}: {type(e).__name__}: {e}") from None
+        gen = stream.generation()
+        gen.max_new_tokens = self.max_tokens
+        return gen
+
+
+def _refused(url: str, resp: httpx.Response) -> PolicyError:
+    """The error of a response that is not 200: ``ContextExhausted`` when the prompt is past
+    the model's context, else ``PolicyError``; either names the status and the body."""
+    detail = f"{url} answered {resp.status_code}: {resp.text[:500]}"
+    context = resp.status_code == 400 and (
+        "context_length_exceeded" in resp.text or is_context_message(resp.text)
+    )
+    return (ContextExhausted if context else PolicyError)(detail)
 
 
 def _wire(m: Message) -> dict:

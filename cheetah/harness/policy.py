@@ -2,12 +2,15 @@
 
 ``ScriptedPolicy`` ships in the package: it replays given assistant messages, which
 makes demos and tests deterministic (mini-swe-agent does the same). Model-backed
-policies live beside it (``openai_policy.py``) or next to their engine.
+policies live beside it (``openai_policy.py``) or next to their engine. A policy that can
+show its reply as it is written is also a ``StreamingPolicy``: ``generate_streaming`` hands
+each new piece of text to a callback and returns the same ``Generation`` ``generate`` would.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -17,7 +20,11 @@ from cheetah.harness.trajectory import Message
 
 @dataclass
 class Generation:
-    """One assistant message and what the policy knows about how it was produced."""
+    """One assistant message and what the policy knows about how it was produced.
+
+    ``finish_reason`` "length" means the reply was cut, not ended by the model;
+    ``max_new_tokens`` is the cap the policy asked for (None when it does not know), so the
+    loop can say which limit cut it."""
 
     text: str
     completion_tokens: int
@@ -27,6 +34,7 @@ class Generation:
     prompt_token_ids: list[int] | None = None
     policy_version: int | None = None
     finish_reason: str | None = None
+    max_new_tokens: int | None = None
 
 
 class PolicyError(RuntimeError):
@@ -43,6 +51,18 @@ class Policy(Protocol):
     name: str
 
     async def generate(self, messages: list[Message]) -> Generation: ...
+
+
+TextCallback = Callable[[str], None]
+
+
+@runtime_checkable
+class StreamingPolicy(Policy, Protocol):
+    """A policy that can hand out its reply while it is written (the product shows it)."""
+
+    async def generate_streaming(
+        self, messages: list[Message], on_text: TextCallback
+    ) -> Generation: ...
 
 
 def estimate_tokens(text: str) -> int:

@@ -16,17 +16,42 @@ MODEL_HELP = (
 
 
 def policy_from_spec(
-    spec: str, *, model_name: str | None = None, temperature: float = 0.0, max_tokens: int = 2048
+    spec: str,
+    *,
+    model_name: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 2048,
+    token_file: str | Path | None = None,
 ) -> Policy:
+    """The policy ``spec`` names; ``token_file`` holds the bearer token an OpenAI-compatible
+    server wants (without one, ``OpenAIPolicy`` takes ``$CHEETAH_API_TOKEN``, then
+    ``$OPENAI_API_KEY``; other policies need none). ``PolicyError`` says what is wrong."""
     if spec.startswith("scripted:"):
         return ScriptedPolicy.from_file(spec.removeprefix("scripted:"))
     if spec.startswith(("http://", "https://")):
-        return OpenAIPolicy(spec, model_name, temperature=temperature, max_tokens=max_tokens)
+        return OpenAIPolicy(
+            spec,
+            model_name,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            api_key=_token(token_file),
+        )
     if spec.startswith("llama.cpp:"):
         return _llama_cpp_policy(spec.removeprefix("llama.cpp:"), temperature, max_tokens)
     if spec in ("default", "tiny") or Path(spec).expanduser().exists():
         return _local_engine_policy(spec, temperature, max_tokens)
     raise PolicyError(f"unknown model {spec!r}; expected {MODEL_HELP}")
+
+
+def _token(token_file: str | Path | None) -> str | None:
+    from cheetah.core.http_gate import SettingError, read_token
+
+    if token_file is None:
+        return None
+    try:
+        return read_token(token_file)
+    except SettingError as e:
+        raise PolicyError(f"--token-file: {e}") from None
 
 
 def _local_engine_policy(spec: str, temperature: float, max_tokens: int) -> Policy:

@@ -54,6 +54,7 @@ class Turn(BaseModel):
     policy_version: int | None = None
     finish_reason: str | None = None
     generate_s: float = 0.0
+    first_token_s: float | None = None  # to the first streamed text; None when not streamed
     tools_s: float = 0.0
 
 
@@ -119,9 +120,27 @@ class Trajectory(BaseModel):
             "tool_errors": sum(c.is_error for c in calls),
             "calls_by_tool": by_tool,
             "completion_tokens": self.completion_tokens,
+            "turns_cut": sum(t.finish_reason == "length" for t in self.turns),
+            "first_token_s": _rounded(_mean([t.first_token_s for t in self.turns])),
+            "tokens_per_s": _rounded(self.tokens_per_s),
             "wall_s": round(self.wall_s, 3),
             "reward": self.reward,
         }
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Completion tokens over the time spent generating them (None before any)."""
+        spent = sum(t.generate_s for t in self.turns)
+        return self.completion_tokens / spent if spent > 0 else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def dumps(obj: Any) -> str:

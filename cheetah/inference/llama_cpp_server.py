@@ -61,7 +61,10 @@ class LlamaCppServer:
         parallel: int = 4,
         threads: int | None = None,
         api_key: str | None = None,
+        alias: str | None = None,
     ) -> None:
+        """``alias``: the model id the server reports and answers to (default: the file's
+        name without ``.gguf``); ``name`` is that id either way."""
         gguf = Path(gguf).expanduser()
         if not gguf.is_file() or gguf.suffix != ".gguf":
             raise LlamaCppError(f"{gguf}: not a .gguf file")
@@ -79,16 +82,17 @@ class LlamaCppServer:
                 "--model", str(gguf), "--host", host, "--port", str(self.port),
                 "--n_ctx", str(ctx), "--n_threads", str(threads),
                 "--n_threads_batch", str(threads), "--cache", "true",
-                "--api_key", self.api_key,
+                "--api_key", self.api_key, "--model_alias", alias or gguf.stem,
             ]  # fmt: skip
         else:
             args = [
                 "-m", str(gguf), "--host", host, "--port", str(self.port),
                 "-c", str(ctx * parallel), "--parallel", str(parallel), "--cont-batching",
                 "-t", str(threads), "-tb", str(threads), "--api-key", self.api_key,
+                "--alias", alias or gguf.stem,
             ]  # fmt: skip
         self.command = [*command, *args]
-        self.name = gguf.stem
+        self.name = alias or gguf.stem
         self.proc: subprocess.Popen | None = None
 
     @classmethod

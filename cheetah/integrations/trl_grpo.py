@@ -97,7 +97,9 @@ class CheetahRollouts:
                 # an EOS added to a turn cut at max_new_tokens was not sampled: not trained
                 mask += [1] * (len(turn) - cut) + [0] * cut
                 text = self.tokenizer.decode(turn, skip_special_tokens=True)
-                obs, reward, terminated, truncated, _ = await env.step(text, token_ids=turn)
+                obs, reward, terminated, truncated, _ = await env.step(
+                    text, token_ids=turn, finish_reason="length" if cut else "stop"
+                )
                 if terminated or truncated:
                     return prompt, ids, mask, float(reward)
                 between = self._results_ids(obs.new)

@@ -162,8 +162,8 @@ class ModelSection(_Section):
     )
 
 
-class EvalSet(_Section):
-    """Held-out tasks of another task file (``[[tasks.also_eval]]``)."""
+class TaskSet(_Section):
+    """Tasks of a task file chosen by tier, split and tag (the base of the sets below)."""
 
     file: Path = Field(description="JSONL task file, or a bundled task set's name (``real``)")
     tier: str | list[str] | None = Field(
@@ -180,7 +180,20 @@ class EvalSet(_Section):
     )
 
 
-class SftSet(EvalSet):
+class EvalSet(TaskSet):
+    """Held-out tasks of another task file (``[[tasks.also_eval]]``)."""
+
+    samples: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="also run each of these tasks this many times at rollout.temperature in "
+        "every held-out stage and report pass@k (k = samples): the ceiling RL moves pass@1 "
+        "toward (0: greedy only)",
+    )
+
+
+class SftSet(TaskSet):
     """Training tasks of other tiers (or another file) demonstrated in SFT only
     (``[[tasks.sft_also]]``): RL and the held-out stages keep ``tasks.tier``."""
 
@@ -356,6 +369,21 @@ class TrainSection(TrainConfig):
         description="share of oracle demonstrations whose first edit is refused (a wrong "
         "old_str, not trained on) and which then read the lines and edit again: what to do "
         "after an error, instead of answering as if the edit was made",
+    )
+    sft_verify_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of oracle demonstrations that run the failing tests the query names "
+        "after the edit and quote the passing line in the answer (instead of sft_run_tests' "
+        "whole suite)",
+    )
+    sft_retry_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the verifying demonstrations (sft_verify_share) that make a "
+        "plausible wrong fix first (not trained on), run the test, see it fail and fix it right",
     )
 
     def sft_lr_of(self, step: int) -> float:

@@ -93,15 +93,31 @@ def untrain_turns(sample: Sample, turns: frozenset[int]) -> Sample:
     return sample
 
 
+def ended_by_cut_reply(traj: Trajectory) -> bool:
+    """The rollout ended because ``max_new_tokens`` cut its last reply before any tool call
+    (stop reason ``limit``: such a reply is not an answer; ``harness/loop.py``)."""
+    last = traj.turns[-1] if traj.turns else None
+    return (
+        traj.stop_reason == "limit"
+        and last is not None
+        and last.finish_reason == "length"
+        and not last.calls
+    )
+
+
 def truncation_metrics(samples: list[Sample], trajs: list[Trajectory]) -> dict[str, float]:
     """What limits cut, per step: turns ended by ``max_new_tokens`` (finish reason
-    "length"), samples cut by ``max_seq_len``, and the tokens (trained ones) lost."""
+    "length"), rollouts a limit stopped (of them, those whose last reply the cap cut),
+    samples cut by ``max_seq_len``, and the tokens (trained ones) lost. Counts only: the
+    reward of a rollout is its grade whatever stopped it (``rl/reward.py``)."""
     turns = [t for tr in trajs for t in tr.turns]
     return {
         "turns_cut_by_max_new_tokens": sum(t.finish_reason == "length" for t in turns),
         "turn_cut_share": (
             sum(t.finish_reason == "length" for t in turns) / len(turns) if turns else 0.0
         ),
+        "rollouts_stopped_by_limit": sum(t.stop_reason == "limit" for t in trajs),
+        "rollouts_ended_by_max_new_tokens": sum(map(ended_by_cut_reply, trajs)),
         "samples_cut_by_max_seq_len": sum(s.dropped_tokens > 0 for s in samples),
         "tokens_dropped_by_max_seq_len": sum(s.dropped_tokens for s in samples),
         "trained_tokens_dropped": sum(s.dropped_trained for s in samples),

@@ -86,9 +86,10 @@ def _parquet():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
+        from cheetah.install_hint import extra_hint
+
         raise ExportError(
-            "Parquet needs pyarrow, from the 'ml' extra (pip install 'cheetah[ml]'); "
-            "or write .jsonl"
+            f"Parquet needs pyarrow, from the 'ml' extra ({extra_hint('ml')}); or write .jsonl"
         ) from None
     return pa, pq
 

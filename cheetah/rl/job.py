@@ -36,7 +36,6 @@ run again, and nothing is trained twice.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -60,7 +59,7 @@ from cheetah.rl.store import DROPPED, RunStore
 from cheetah.rl.task_rollout import TaskRollout, env_token, remote_engines
 from cheetah.rl.timing import PhaseClock, breakdown
 from cheetah.rl.timing import table as time_table
-from cheetah.stop import StopOnSignal, Stopped, stop_on_signal
+from cheetah.stop import StopOnSignal, Stopped, abandonable, stop_on_signal
 
 # A trainer step slower than this says where to look once: on a CPU without fast bf16 a forced
 # bf16 step took hours (issue 45); `cheetah doctor` prints what this machine does fast.
@@ -102,6 +101,7 @@ class TrainJob:
                     f"tasks.tier: {cfg.tasks.file} has no tasks of tier {cfg.tasks.tier!r} in "
                     f"split {split!r} (its tiers: {', '.join(known) or 'none'})"
                 )
+        self.sampled: dict[str, int] = {}  # held-out task id -> samples for pass@k
         for i, extra in enumerate(cfg.tasks.also_eval):
             where = f"tasks.also_eval[{i}]"
             chosen = spread(
@@ -116,6 +116,7 @@ class TrainJob:
             if clash:
                 raise ValueError(f"{where}: task ids already evaluated: {sorted(clash)[:3]}")
             self.eval_tasks += chosen
+            self.sampled.update({t.id: extra.samples for t in chosen if extra.samples})
         self.sft_also_tasks: list = []
         for i, extra in enumerate(cfg.tasks.sft_also):
             chosen = select_tasks(
@@ -257,7 +258,8 @@ class TrainJob:
             return None
         phase = "stage:curve" if label.startswith("rl-") else f"stage:{label}"
         with self.clock.phase(phase):
-            stage = await run_stage(label, self.eval_tasks, list(self.workers.values()), self.log)
+            workers = list(self.workers.values())
+            stage = await run_stage(label, self.eval_tasks, workers, self.log, self.sampled)
         self.store.set_meta(f"stage_{label}", stage)
         for logger in self.loggers:
             logger.log_stage(stage)
@@ -300,7 +302,7 @@ class TrainJob:
             batch = [samples[(i * per + k) % len(samples)] for k in range(per)]
             self.trainer.set_lr(self.cfg.train.sft_lr_of(i))
             with self.clock.phase("sft:steps"):
-                m = await asyncio.to_thread(self.trainer.sft_step, batch)
+                m = await abandonable(self.trainer.sft_step, batch)
             self.log(f"sft step {i + 1}/{steps}: loss {m.loss:.4f} ({m.tokens} tokens)")
             self._note_slow(m.step_s)
         with self.clock.phase("sft:weight_sync"):
@@ -423,7 +425,7 @@ class TrainJob:
             metrics["lr"] = self.cfg.train.rl_lr_of(step - 1)
             self.trainer.set_lr(metrics["lr"])
             with self.clock.phase("rl:trainer_steps"):
-                m = await asyncio.to_thread(self.trainer.rl_step, samples)
+                m = await abandonable(self.trainer.rl_step, samples)
             metrics.update({f"train_{k}": v for k, v in m.as_dict().items()})
             self._note_slow(m.step_s)
             t0 = time.perf_counter()
@@ -444,7 +446,8 @@ class TrainJob:
         stats = (
             f"reward {metrics['reward_mean']:.3f}  pass {metrics['pass_rate']:.3f}  "
             f"calls ok {metrics.get('call_success', 0.0):.3f}  loss {metrics.get('train_loss', 0.0):.4f}"
-            f"  cut: {metrics['turns_cut_by_max_new_tokens']:.0f} turns by max_new_tokens, "
+            f"  cut: {metrics['turns_cut_by_max_new_tokens']:.0f} turns by max_new_tokens "
+            f"({metrics['rollouts_ended_by_max_new_tokens']:.0f} rollouts ended there), "
             f"{metrics['samples_cut_by_max_seq_len']:.0f} samples by max_seq_len, "
             f"flagged: {metrics.get('grade_flagged', 0):.0f} rollouts reaching for the test runner"
         )

@@ -41,7 +41,7 @@ class RolloutSpec:
     group_id: int
     task_id: str
     sample: int  # 0..G-1 within the group
-    mode: str = "train"  # "eval" rollouts sample greedily and are never trained on
+    mode: str = "train"  # "eval": greedy, "sample": at the temperature; neither is trained on
 
 
 @dataclass

@@ -34,14 +34,17 @@ async def collect_demonstrations(
     log: Callable[[str], None],
     read_share: float = 0.0,
     recover_share: float = 0.0,
+    verify_share: float = 0.0,
+    retry_share: float = 0.0,
 ) -> list[Sample]:
     """One sample per task the oracle solves (``need_logprobs=False``: SFT trains on them);
     ``read_share`` of them read around a quoted line before editing (``oracle.reads_first``),
     ``recover_share`` recover from a refused edit (``oracle.recovers``; the refused edit is
-    not trained on)."""
+    not trained on), ``verify_share`` run the failing tests after the edit, ``retry_share`` of
+    those make a wrong fix first (``oracle.verifies``, ``oracle.retries``)."""
     from cheetah.harness.loop import AgentError
     from cheetah.tasks.episode import Episode, run_episode
-    from cheetah.tasks.oracle import OraclePolicy, reads_first, recovers
+    from cheetah.tasks.oracle import OraclePolicy, reads_first, recovers, retries, verifies
 
     gate = asyncio.Semaphore(max(1, concurrency))
     done, pace = [0], Pace()
@@ -54,6 +57,8 @@ async def collect_demonstrations(
                     run_tests,
                     reads_first(task, read_share),
                     recovers(task, recover_share),
+                    verify := verifies(task, verify_share),
+                    verify and retries(task, retry_share),
                 )
                 ep = await run_episode(task, policy, sessions)
             except AgentError as e:  # the env broke, not the demonstration: skip the task
@@ -115,4 +120,6 @@ async def sft_samples_for(
             log=log,
             read_share=t.sft_read_share,
             recover_share=t.sft_recover_share,
+            verify_share=t.sft_verify_share,
+            retry_share=t.sft_retry_share,
         )

@@ -12,8 +12,9 @@ and the last with the first, on the same tasks: pass rate by the exact McNemar t
 figure a run is judged by), turns per task and calls per turn by the exact Wilcoxon
 signed-rank test (``turns_p``, ``calls_p``, with the mean change).
 
-Deliberately left out: several samples per task (pass@k) in training runs; the
-standalone ``cheetah eval`` reports those.
+A held-out set with ``samples = k`` (``[[tasks.also_eval]]``) is also run k times at the
+rollout temperature in every stage: the stage's ``pass_at_k`` (the ceiling RL moves pass@1
+toward; where it is 0 after SFT, RL has nothing to learn from on those tasks).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from cheetah.harness.trajectory import Trajectory
 from cheetah.progress import Pace
 from cheetah.rl.reward import call_success_rate
 from cheetah.rl.scheduler import Finished, RolloutSpec
-from cheetah.tasks.metrics import behaviour, trajectory_metrics
+from cheetah.tasks.metrics import behaviour, pass_at_k, trajectory_metrics
 from cheetah.tasks.patch import patch_paths
 from cheetah.tasks.schema import Task
 from cheetah.tasks.stats import compare, wilcoxon_signed_rank, wilson_interval
@@ -110,6 +111,8 @@ def curve_metrics(stage: dict[str, Any]) -> dict[str, float]:
     """A held-out stage as points of the learning curve in the run store's metrics."""
     b = stage["behaviour"]
     out = {"heldout_pass_rate": float(stage["pass_rate"])}
+    if stage.get("pass_at_k"):
+        out["heldout_pass_at_k"] = float(stage["pass_at_k"]["pass_at_k"])
     for key in ("turns_per_task", "calls_per_turn", "explore_before_edit"):
         if b.get(key) is not None:
             out[f"heldout_{key}"] = float(b[key])
@@ -164,6 +167,15 @@ def table(summary: dict[str, Any]) -> str:
             f"        {num(b.get('turns_per_task'))}     {num(b.get('explore_before_edit'))}"
             f"     {pct(b.get('false_claims'))}"
         )  # fmt: skip
+    sampled = [(s["name"], s["pass_at_k"]) for s in summary["stages"] if s.get("pass_at_k")]
+    if sampled:
+        lines.append(
+            f"pass@{sampled[0][1]['k']} at the rollout temperature: "
+            + ", ".join(
+                f"{n} {p['pass_at_k']:.2f} (pass@1 {p['pass_at_1']:.2f})" for n, p in sampled
+            )
+            + f" on {sampled[0][1]['tasks']} tasks"
+        )
     lines += _breakdown(summary["stages"])
     for c in summary["comparisons"]:
         line = (
@@ -208,12 +220,24 @@ def _breakdown(stages: list[dict[str, Any]]) -> list[str]:
 
 
 async def run_stage(
-    label: str, tasks: list[Task], workers: list[Any], log: Callable[[str], None]
+    label: str,
+    tasks: list[Task],
+    workers: list[Any],
+    log: Callable[[str], None],
+    sampled: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Every held-out task once, greedy (``mode="eval"``), spread over the rollout
-    ``workers`` (Ray handles); a task that fails to run counts as unsolved."""
+    ``workers`` (Ray handles); a task that fails to run counts as unsolved. The tasks in
+    ``sampled`` (id -> k) also run k times at the rollout temperature (``mode="sample"``,
+    never trained on): the stage's ``pass_at_k``."""
     specs = [RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(tasks)]
-    done, pace = [0], Pace()
+    samples = [
+        RolloutSpec(10**9 + len(specs) + j, -1, task_id, n, mode="sample")
+        for j, (task_id, n) in enumerate(
+            (task_id, n) for task_id, k in (sampled or {}).items() for n in range(k)
+        )
+    ]
+    done, pace, total = [0], Pace(), len(specs) + len(samples)
 
     async def run(i: int, spec: RolloutSpec) -> Finished:
         try:
@@ -221,13 +245,13 @@ async def run_stage(
         finally:
             done[0] += 1
             if pace.due():
-                log(f"held-out {label}: {done[0]}/{len(specs)} tasks run")
+                log(f"held-out {label}: {done[0]}/{total} episodes run")
 
     results = await asyncio.gather(
-        *(run(i, s) for i, s in enumerate(specs)), return_exceptions=True
+        *(run(i, s) for i, s in enumerate([*specs, *samples])), return_exceptions=True
     )
     graded: list[tuple[Task, Trajectory | None]] = []
-    for task, r in zip(tasks, results, strict=True):
+    for task, r in zip(tasks, results[: len(specs)], strict=True):
         if isinstance(r, BaseException) or r.error or r.trajectory is None:
             why = str(r if isinstance(r, BaseException) else r.error).strip()
             first = why.splitlines()[0] if why else "no error message"  # Ray's run long
@@ -244,4 +268,34 @@ async def run_stage(
         f"(95% CI {lo:.3f}-{hi:.3f}, {stage['tasks']} tasks, greedy), "
         f"tool calls without error {stage['call_success']:.3f}"
     )
+    if samples:
+        stage["pass_at_k"] = sampled_record(samples, results[len(specs) :])
+        p = stage["pass_at_k"]
+        log(
+            f"held-out pass@{p['k']} {label}: {p['pass_at_k']:.3f} over {p['tasks']} tasks "
+            f"({p['samples']} sampled episodes, {p['errors']} could not run; sampled pass@1 "
+            f"{p['pass_at_1']:.3f})"
+        )
     return stage
+
+
+def sampled_record(specs: list[RolloutSpec], results: list[Any]) -> dict[str, Any]:
+    """pass@k of the sampled episodes (k: the samples per task; an episode that could not run
+    counts as a failed sample), with the sampled pass@1 and which tasks any sample solved."""
+    runs: dict[str, list[bool]] = {}
+    errors = 0
+    for spec, r in zip(specs, results, strict=True):
+        bad = isinstance(r, BaseException) or r.error or r.trajectory is None
+        errors += bool(bad)
+        solved = not bad and Trajectory.model_validate_json(r.trajectory).solved
+        runs.setdefault(spec.task_id, []).append(solved)
+    k = max(len(v) for v in runs.values())
+    return {
+        "k": k,
+        "tasks": len(runs),
+        "samples": len(specs),
+        "errors": errors,
+        "pass_at_k": statistics.fmean(pass_at_k(len(v), sum(v), k) for v in runs.values()),
+        "pass_at_1": statistics.fmean(sum(v) / len(v) for v in runs.values()),
+        "solved_by_any": sorted(t for t, v in runs.items() if any(v)),
+    }

@@ -36,10 +36,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from cheetah.tasks.generate import GenerateConfig, GenerateError, generate_tasks
+from cheetah.tasks.generate import GenerateConfig, GenerateError, GenerateResult, generate_tasks
 from cheetah.tasks.patch import FilePatch, parse_patch, patch_files
 from cheetah.tasks.schema import Task
 from cheetah.tasks.session import TaskSessionOpener
+from cheetah.tasks.suite_layout import SuiteSettings
 
 TIERS = ("line", "locate", "named", "file", "behaviour")
 INVERTED = frozenset({"compare", "arith", "boolop"})  # one operator replaced by its opposite
@@ -153,13 +154,18 @@ def tiered(task: Task, repo_dir: Path, repo_name: str) -> tuple[str, list[Task]]
     return f"{repo_name}:{path}:{func or '?'}", out  # '?': module-level code, one unit
 
 
-def _fetched_as(repo: Path) -> str | None:
-    """``name==version`` when ``repo`` is one ``tasks fetch`` laid out (its ``fetched.json``)."""
+def _fetched_as(repo: Path) -> tuple[str | None, SuiteSettings | None]:
+    """``name==version`` when ``repo`` is one ``tasks fetch`` laid out (its ``fetched.json``),
+    and how its package list says its tests run."""
     try:
         records = json.loads((repo.parent / "fetched.json").read_text())
-        return next(f"{r['name']}=={r['version']}" for r in records if r["name"] == repo.name)
-    except (OSError, ValueError, KeyError, TypeError, StopIteration):
-        return None
+        r = next(r for r in records if r["name"] == repo.name)
+        said = SuiteSettings(
+            r.get("test_command"), tuple(r.get("test_paths") or ()), "the package list"
+        )
+        return f"{r['name']}=={r['version']}", said
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
+        return None, None
 
 
 async def build_curriculum(
@@ -173,12 +179,14 @@ async def build_curriculum(
     sessions: TaskSessionOpener | None = None,
     envs: Path | None = None,
     skipped: dict[str, str] | None = None,
+    results: dict[str, GenerateResult] | None = None,
 ) -> tuple[list[Task], dict[str, dict[str, int]]]:
     """Tasks for every repo (see the module docstring) and the generator's stats per repo.
     Test runs go to ``sessions`` (None: unsandboxed copies, trusted repos only); a repo with
     an environment under ``envs`` (``envs/<repo name>``, as ``tasks fetch`` builds them) runs
     its tests with it, and its tasks name it. A repo the generator cannot use (no passing
-    test at baseline, no source) is left out and named, with why, in ``skipped``."""
+    test at baseline, no source) is left out and named, with why, in ``skipped``; ``results``
+    gets each repo's generator result (how its tests ran, the baseline's time, the limit)."""
     skipped = {} if skipped is None else skipped
     config = config or GenerateConfig()
     tasks: list[Task] = []
@@ -195,14 +203,18 @@ async def build_curriculum(
         cfg = config.model_copy(
             update={"id_prefix": name, "heldout_fraction": 0.0, "env": str(env) if env else None}
         )
+        package, said = _fetched_as(repo)
         try:
-            result = await generate_tasks(repo, cfg, on_progress=tick, sessions=sessions)
+            result = await generate_tasks(
+                repo, cfg, on_progress=tick, sessions=sessions, suggested=said
+            )
         except GenerateError as e:  # e.g. its baseline suite does not pass here: skipped
             skipped[name] = str(e)
             continue
         stats[name] = result.stats
+        if results is not None:
+            results[name] = result
         rel = os.path.relpath(repo, out_dir.resolve())
-        package = _fetched_as(repo)
         for base in result.tasks:
             key, tiers = tiered(base, repo, name)
             for t in tiers:

@@ -66,6 +66,7 @@ class SampleResult(BaseModel):
     conventions: float | None = None
     error: str | None = None
     stop_reason: str | None = None
+    stop_detail: str = Field("", description="what stopped the agent (a limit names it)")
     failed_checks: list[str] = Field(default_factory=list)
     diff: str = Field("", description="the diff that was graded (tasks/change.py)")
     ungraded: dict[str, str] = Field(
@@ -127,7 +128,7 @@ async def run_sample(
     except Exception as e:  # one broken sample never stops the run
         res.error, res.wall_s = f"{type(e).__name__}: {e}", time.monotonic() - t0
         if isinstance(e, AgentError):  # the policy or the env failed: keep the turns so far
-            res.stop_reason = "error"
+            res.stop_reason, res.stop_detail = "error", e.trajectory.stop_detail
             if traj_dir is not None:
                 path = traj_dir / f"{task.id}.{sample}.json"
                 res.trajectory = str(e.trajectory.save(path))
@@ -137,7 +138,7 @@ async def run_sample(
         return res
     traj, g = ep.trajectory, ep.grade
     res.correct, res.reward, res.conventions = g.correct, g.reward, g.conventions
-    res.stop_reason = traj.stop_reason
+    res.stop_reason, res.stop_detail = traj.stop_reason, traj.stop_detail
     res.failed_checks = [c.label for c in g.failed_checks]
     res.diff, res.ungraded, res.flags = g.diff, g.ungraded, g.flags
     if g.errors:
@@ -188,6 +189,8 @@ def summarize(
         "samples": len(samples),
         "k": k,
         "errors": sum(1 for s in samples if s.error),
+        "finished": sum(s.stop_reason == "finished" for s in samples),
+        "stopped_by_limit": sum(s.stop_reason == "limit" for s in samples),
         "flagged": sum(1 for s in samples if s.flags),
         "mean_reward": mean_of([s.model_dump() for s in samples], "reward"),
         "conventions": mean_of([s.model_dump() for s in samples], "conventions"),
@@ -203,6 +206,7 @@ def summarize(
         "edits",
         "false_claim",
         "turns",
+        "turns_cut",
         "completion_tokens",
         "prompt_tokens",
     ):

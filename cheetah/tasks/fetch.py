@@ -1,15 +1,19 @@
 """Fetch real code, pinned: source archives from the package index, laid out as repos.
 
 A package list (TOML, ``[[package]]`` tables: ``name``, ``version``, ``filename``,
-``sha256``, ``license``) names each source archive exactly. A ``name`` must be a project
+``sha256``, ``license``; optional ``test_requires``, and ``test_command``/``test_paths`` when
+the generator cannot find how the tests run by itself: ``tasks/suite_layout.py``) names each
+source archive exactly. A ``name`` must be a project
 name (PEP 508: no separator, no ``..``), and each repo (and env) folder is proved to resolve
 directly inside ``out`` (``envs``) before it is replaced, so a list or a planted link never
 makes fetch remove or write anything outside them. ``fetch_packages``:
 
 1. finds the archive in the index's simple API (PEP 691 JSON, or the HTML page of a mirror
    that serves only that) under ``{index_url}/{name}/``;
-2. downloads it into a cache folder, keyed by its sha256; a file already there with the
-   right hash is used without the network (so a second fetch works offline);
+2. looks for it in the cache folder first, as ``CACHE/<sha256>/<filename>`` (where fetch
+   downloads to) or laid flat as ``CACHE/<filename>`` (archives copied in by hand, e.g. for a
+   machine without the index); a file there with the pinned hash is used without the network
+   (so a second fetch works offline), one with another hash is never used;
 3. refuses a file whose sha256 differs from the pinned one (it is deleted, never
    extracted) and says so; an index it cannot reach is a ``FetchError`` that says the
    machine may be offline;
@@ -20,7 +24,12 @@ makes fetch remove or write anything outside them. ``fetch_packages``:
 5. builds the repo's Python environment (``tasks/envs.py``: pytest, its runtime
    requirements, the list's ``test_requires``), when asked to;
 6. records what it laid out in ``fetched.json`` beside the repos: name, version, archive,
-   sha256, license, the license files found, whether ``src/`` was flattened, its env.
+   sha256, license, the license files found, whether ``src/`` was flattened, its env, and the
+   list's ``test_command``/``test_paths`` (``tasks curriculum`` reads them from there).
+
+Shipped lists are the ``packages*.toml`` files in ``cheetah/data`` (``shipped_lists``):
+``packages.toml``, the default, and ``packages-generality.toml``, the held-out-style list of
+the generality benchmark (``bench/generality.py``).
 
 The bundled list (``cheetah/data/packages.toml``) holds permissively licensed, pure-Python
 packages whose source archives carry their test suites; pip and the packages pip vendors
@@ -44,11 +53,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cheetah import bundled
 from cheetah.sandbox.snapshot import SnapshotError
 from cheetah.tasks.checkout import materialize
 from cheetah.tasks.envs import EnvBuildError, build_env, env_requirements
@@ -81,6 +91,12 @@ class PinnedPackage(BaseModel):
     test_requires: list[str] = Field(
         default_factory=list,
         description="what the repo's tests need beyond pytest and its own Requires-Dist",
+    )
+    test_command: str | None = Field(
+        None, description="a pytest command for its tests, when detection does not find one"
+    )
+    test_paths: list[str] = Field(
+        default_factory=list, description="test files or folders given to pytest"
     )
 
     @field_validator("name")
@@ -124,6 +140,8 @@ class FetchedRepo:
     license_files: list[str]
     src_flattened: bool
     env: str | None = None  # its Python environment (tasks/envs.py), when one was built
+    test_command: str | None = None  # the list's, for tasks curriculum (tasks/suite_layout.py)
+    test_paths: list[str] = field(default_factory=list)
 
 
 def load_package_list(path: Path) -> list[PinnedPackage]:
@@ -145,6 +163,33 @@ def load_package_list(path: Path) -> list[PinnedPackage]:
             raise FetchError(f"package list {path}: {p.name} is listed twice")
         seen.add(p.repo_name)
     return packages
+
+
+def shipped_lists() -> list[Path]:
+    """The package lists that ship in ``cheetah/data`` (``packages*.toml``), the default first."""
+    return sorted(bundled.DATA.glob("packages*.toml"), key=lambda p: (p.name != "packages.toml", p))
+
+
+def select(
+    packages: list[PinnedPackage], names: list[str], *, from_shipped: bool
+) -> tuple[list[PinnedPackage], dict[str, list[Path]]]:
+    """The packages called ``names`` (project or repo names) in ``packages``; a name that is
+    not there is taken from the first shipped list that holds it when ``from_shipped``. Also
+    returns the names still not found, each with the shipped lists that hold it (maybe none)."""
+    wanted = {normalize(n): n for n in names}
+    chosen = [p for p in packages if p.repo_name in wanted]
+    missing = set(wanted) - {p.repo_name for p in chosen}
+    holding: dict[str, list[Path]] = {wanted[m]: [] for m in missing}
+    for path in shipped_lists() if missing else []:
+        for p in load_package_list(path):
+            if p.repo_name not in missing:
+                continue
+            if from_shipped and not holding[wanted[p.repo_name]]:
+                chosen.append(p)
+            holding[wanted[p.repo_name]].append(path)
+    if from_shipped:
+        holding = {n: paths for n, paths in holding.items() if not paths}
+    return chosen, holding
 
 
 def _open(url: str, accept: str | None = None):
@@ -185,12 +230,27 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def cache_places(pkg: PinnedPackage, cache: Path) -> list[Path]:
+    """Where ``download`` looks for the archive before the network, in order."""
+    return [cache / pkg.sha256 / pkg.filename, cache / pkg.filename]
+
+
 def download(pkg: PinnedPackage, cache: Path, index_url: str = DEFAULT_INDEX) -> Path:
-    """The archive in ``cache`` (downloaded unless a file with the pinned hash is there)."""
+    """The archive in ``cache`` (downloaded unless a file with the pinned hash is in one of
+    ``cache_places``)."""
     dest = cache / pkg.sha256 / pkg.filename
-    if dest.is_file() and _sha256(dest) == pkg.sha256:
-        return dest
-    files = index_files(index_url, pkg.name)
+    wrong = []
+    for place in cache_places(pkg, cache):
+        if place.is_file():
+            if _sha256(place) == pkg.sha256:
+                return place
+            wrong.append(str(place))
+    try:
+        files = index_files(index_url, pkg.name)
+    except FetchError as e:
+        looked = " or ".join(str(p) for p in cache_places(pkg, cache))
+        bad = f" ({', '.join(wrong)}: another sha256, not used)" if wrong else ""
+        raise FetchError(f"{pkg.filename}: not in the cache ({looked}){bad}; {e}") from None
     if pkg.filename not in files:
         raise FetchError(f"{pkg.name}: the index has no file {pkg.filename}")
     url, listed = files[pkg.filename]
@@ -258,6 +318,8 @@ def lay_out(pkg: PinnedPackage, archive: Path, dest: Path) -> FetchedRepo:
         license=pkg.license,
         license_files=sorted(p.name for p in dest.iterdir() if _LICENSE_FILE.match(p.name)),
         src_flattened=flattened,
+        test_command=pkg.test_command,
+        test_paths=list(pkg.test_paths),
     )
 
 

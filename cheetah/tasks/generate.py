@@ -1,10 +1,15 @@
 """Generate bug-fix tasks from a real Python repo: mutate, run its tests, keep what they catch.
 
-1. The repo's own tests run once as given (the baseline); tests failing already are
-   ignored, and a suite where nothing passes is an error.
-2. Candidate mutants come from ``mutate.mutants_of`` over the source files (tests,
-   ``conftest.py``, ``setup.py``, docs and examples are never mutated); up to
-   ``max_mutants`` are sampled with a seed, interleaved over operators and files.
+1. The repo's own tests run once as given (the baseline): how they run is found by
+   ``suite_layout`` (pytest as the repo configures it, test files by name, or a test command
+   and paths the user, the package list or the repo's ``[tool.cheetah]`` gives), every run
+   steered and read as the grader's are, and the baseline's time sets the later runs' limit
+   (``suite_run``). Tests failing already are ignored; a suite where nothing passes is an
+   error that names each try, its cause and the limit.
+2. Candidate mutants come from ``mutate.mutants_of`` over the source files (tests, files
+   named like tests, given test paths, ``conftest.py``, ``setup.py``, docs and examples are
+   never mutated); up to ``max_mutants`` are sampled with a seed, interleaved over operators
+   and files.
 3. Each mutant runs the tests in a workspace, one per worker: a task session (sandboxed:
    the isolated backend, or env servers through a fleet; with the repo's Python
    environment when it has one), or, for repos the caller trusts, a copy on this host.
@@ -43,13 +48,14 @@ from pydantic import BaseModel, Field
 from cheetah.core.workspace import ExecResult, LocalWorkspace, interpreter_env, is_junk
 from cheetah.tasks.mutate import OPERATORS, Mutant, mutants_of
 from cheetah.tasks.patch import diff_texts
-from cheetah.tasks.pytest_run import parse_pytest_outcomes
 from cheetah.tasks.schema import Check, Snapshot, Task
 from cheetah.tasks.session import TaskSession, TaskSessionOpener
+from cheetah.tasks.suite_layout import LayoutError, SuiteSettings, suite_layouts
+from cheetah.tasks.suite_run import Baseline, BaselineError, Limits, measure_baseline, run_suite
 
 _NOT_SOURCE = re.compile(
     r"(^|/)(tests?|testing|docs?|examples?|benchmarks?|build|dist|\.[^/]+|venv|site-packages)/"
-    r"|(^|/)(test_[^/]*|[^/]*_test|conftest|setup|noxfile|tasks)\.py$"
+    r"|(^|/)(test[^/]*|[^/]*_test|conftest|setup|noxfile|tasks)\.py$"
 )
 _E_LINE = re.compile(r"^E\s+(.*\S)")
 MAX_FAILING_SHOWN = 8
@@ -57,21 +63,31 @@ MAX_E_LINES = 12
 
 
 class GenerateError(RuntimeError):
-    """Generation cannot start: no repo, no source files, or a baseline with no passing test."""
+    """Generation cannot start: no repo, no source files, unusable test settings, or a
+    baseline with no passing test (the message says why and under which limit)."""
 
 
-DEFAULT_TEST_COMMAND = "python -m pytest -q -rA --tb=short -p no:cacheprovider"
+# The grader's check limit when a task names none: a task whose runs need more carries its own.
+GRADER_CHECK_TIMEOUT_S = 120.0
 
 
 class GenerateConfig(BaseModel):
     max_mutants: int = Field(150, description="mutants to try at most")
     max_tasks: int = Field(50, description="stop once this many tasks are kept")
-    test_command: str = Field(
-        DEFAULT_TEST_COMMAND,
-        description="runs the repo's tests; must print pytest's -rA summary; a non-default "
-        "one is stored in each task and used (with test files appended) to grade it",
+    test_command: str | None = Field(
+        None,
+        description="a pytest command for the repo's tests (default: found by suite_layout); "
+        "stored in each task and used, with the test files appended, to grade it",
     )
-    timeout_s: float = Field(120.0, description="upper limit for one test run")
+    test_paths: list[str] = Field(
+        default_factory=list, description="test files or folders given to pytest (default: found)"
+    )
+    timeout_s: float | None = Field(
+        None, description="limit for every test run (default: measured, see the next three)"
+    )
+    first_run_limit_s: float = Field(600.0, gt=0, description="limit for the baseline run")
+    limit_floor_s: float = Field(20.0, gt=0, description="least limit for the runs after it")
+    limit_factor: float = Field(5.0, gt=0, description="later runs' limit / the baseline's time")
     seed: int = 0
     concurrency: int = Field(2, ge=1)
     src: list[str] = Field(default_factory=list, description="files/folders to mutate (auto)")
@@ -87,6 +103,9 @@ class GenerateConfig(BaseModel):
 class GenerateResult:
     tasks: list[Task]
     stats: dict[str, int] = field(default_factory=dict)
+    runner: str = ""  # how the tests ran (suite_layout.SuiteLayout.runner)
+    baseline_s: float = 0.0  # the baseline run's time
+    limit_s: float = 0.0  # the limit of every run after it
 
 
 def source_files(repo: Path, src: list[str]) -> list[str]:
@@ -176,9 +195,13 @@ def make_task(
     prefix: str,
     mutant: Mutant,
     failing: list[str],
-    passing: set[str],
+    base: Baseline,
     output: str,
 ) -> Task:
+    passing = base.passing
+    # Checks run as the baseline's later runs did: a task that needs more than the grader's
+    # default limit carries its own.
+    timeout = base.limit_s if base.limit_s > GRADER_CHECK_TIMEOUT_S else None
     stem = Path(mutant.path).stem
     tid = f"{prefix}-{stem}-{mutant.operator}-L{mutant.line}-{_short(mutant.mutated)[:6]}"
     files = {t.split("::", 1)[0] for t in failing}
@@ -190,15 +213,15 @@ def make_task(
         snapshot=Snapshot(
             dir=str(repo), patch=diff_texts(mutant.path, mutant.original, mutant.mutated)
         ),
-        fail_to_pass=[Check(test=t) for t in failing],
-        pass_to_pass=[Check(test=t) for t in p2p],
+        fail_to_pass=[Check(test=t, timeout_s=timeout) for t in failing],
+        pass_to_pass=[Check(test=t, timeout_s=timeout) for t in p2p],
         reference_patch=diff_texts(mutant.path, mutant.mutated, mutant.original),
         scope=[mutant.path, "tests/*", "test/*", "*test_*.py"],
         tags=["generated", mutant.operator, prefix],
         kind="generated",
         tier="generated",
         split="heldout" if bucket < config.heldout_fraction else "train",
-        test_command=None if config.test_command == DEFAULT_TEST_COMMAND else config.test_command,
+        test_command=base.layout.custom_command,
         env=config.env,
     )
 
@@ -212,8 +235,8 @@ class _Copy:
     async def write(self, rel: str, text: str) -> None:
         (self.ws.root / rel).write_text(text, encoding="utf-8")
 
-    async def exec(self, command: str, timeout_s: float) -> ExecResult:
-        return await self.ws.exec(command, timeout_s=timeout_s, output_limit=2_000_000)
+    async def exec(self, command: str, *, timeout_s: float, output_limit: int) -> ExecResult:
+        return await self.ws.exec(command, timeout_s=timeout_s, output_limit=output_limit)
 
     async def close(self) -> None:
         pass
@@ -228,11 +251,17 @@ class _Sandboxed:
     async def write(self, rel: str, text: str) -> None:
         await self.session.write_files({rel: text.encode("utf-8")})
 
-    async def exec(self, command: str, timeout_s: float) -> ExecResult:
-        return await self.session.exec(command, timeout_s=timeout_s, output_limit=2_000_000)
+    async def exec(self, command: str, *, timeout_s: float, output_limit: int) -> ExecResult:
+        return await self.session.exec(command, timeout_s=timeout_s, output_limit=output_limit)
 
     async def close(self) -> None:
         await self.sessions.close(self.session)
+
+
+def _limits(config: GenerateConfig) -> Limits:
+    return Limits(
+        config.timeout_s, config.first_run_limit_s, config.limit_floor_s, config.limit_factor
+    )
 
 
 async def _workers(
@@ -263,10 +292,12 @@ async def generate_tasks(
     *,
     on_progress: Callable[[int, int, int], None] | None = None,
     sessions: TaskSessionOpener | None = None,
+    suggested: SuiteSettings | None = None,
 ) -> GenerateResult:
     """Mutate ``repo``'s code and return the tasks its tests catch (see the module docstring).
     Test runs go to task sessions of ``sessions`` (sandboxed); with None, to copies of the
-    repo on this host, unsandboxed (trusted repos only)."""
+    repo on this host, unsandboxed (trusted repos only). ``suggested``: how a package list
+    says the tests run (``config``'s own test command and paths win over it)."""
     config = config or GenerateConfig()
     repo = Path(repo).resolve()
     if not repo.is_dir():
@@ -275,15 +306,34 @@ async def generate_tasks(
     if not files:
         raise GenerateError(f"no Python source files to mutate under {repo}")
     prefix = config.id_prefix or re.sub(r"[^A-Za-z0-9_.-]", "-", repo.name)
+    given = SuiteSettings(
+        config.test_command, tuple(config.test_paths), "--test-command/--test-path"
+    )
+    try:
+        layouts = suite_layouts(repo, given, *([suggested] if suggested else []))
+    except LayoutError as e:
+        raise GenerateError(str(e)) from None
     stats = dict.fromkeys(
         ("candidates", "tried", "killed", "survived", "timeouts", "broken", "duplicates"), 0
     )
     with tempfile.TemporaryDirectory(prefix="cheetah-gen-") as tmp:
         workers = await _workers(repo, config, sessions, tmp)
         try:
-            return await _generate(repo, config, files, prefix, stats, workers, on_progress)
+            try:
+                base = await measure_baseline(workers[0], repo, layouts, _limits(config))
+            except BaselineError as e:
+                raise GenerateError(str(e)) from None
+            tests = base.layout.paths  # given test paths are never mutated either
+            files = [f for f in files if not any(f == t or f.startswith(f"{t}/") for t in tests)]
+            result = await _generate(repo, config, files, prefix, stats, workers, base, on_progress)
         finally:
             await asyncio.gather(*(w.close() for w in workers))
+    result.runner, result.baseline_s, result.limit_s = (
+        base.layout.runner,
+        base.run.wall_s,
+        base.limit_s,
+    )
+    return result
 
 
 async def _generate(
@@ -293,35 +343,30 @@ async def _generate(
     prefix: str,
     stats: dict[str, int],
     workers: list[_Copy | _Sandboxed],
+    base: Baseline,
     on_progress: Callable[[int, int, int], None] | None,
 ) -> GenerateResult:
-    base = await workers[0].exec(config.test_command, config.timeout_s)
-    outcomes = parse_pytest_outcomes(base.output)
-    passing = {t for t, o in outcomes.items() if o == "PASSED" and "::" in t}
-    if base.timed_out or not passing:
-        tail = base.output.strip()[-1500:]
-        why = "timed out" if base.timed_out else "no test passed (is the -rA summary printed?)"
-        raise GenerateError(f"baseline test run: {why}\n{tail}")
-    # A hanging mutant should cost a few baseline runs, not the full limit.
-    run_timeout = min(config.timeout_s, 5 * base.wall_s + 10)
+    passing = base.passing
     mutants, stats["candidates"] = sample_mutants(repo, files, config)
-    queue: asyncio.Queue[Mutant] = asyncio.Queue()
-    for m in mutants:
-        queue.put_nowait(m)
-    kept: list[Task] = []
-    seen_text: set[tuple[str, str]] = set()
-    seen_effect: set[tuple[str, int, frozenset[str]]] = set()
+    queue: asyncio.Queue[tuple[int, Mutant]] = asyncio.Queue()
+    for i, m in enumerate(mutants):
+        queue.put_nowait((i, m))
+    # Which of two mutants with one effect is kept must not depend on which finished first:
+    # runs only collect what they caught, kept tasks are chosen in sampling order after them.
+    caught: dict[int, tuple[Mutant, list[str], str]] = {}
+    effects: set[tuple[str, int, frozenset[str]]] = set()  # to stop at max_tasks
 
     async def work(ws: _Copy | _Sandboxed) -> None:
-        while not queue.empty() and len(kept) < config.max_tasks:
-            m = queue.get_nowait()
+        while not queue.empty() and len(effects) < config.max_tasks:
+            i, m = queue.get_nowait()
             await ws.write(m.path, m.mutated)
             try:
-                res = await ws.exec(config.test_command, run_timeout)
+                # A hanging mutant costs a few baseline runs, not the first run's limit.
+                res = await run_suite(ws, base.layout, base.runner, base.limit_s)
             finally:
                 await ws.write(m.path, m.original)
             stats["tried"] += 1
-            got = parse_pytest_outcomes(res.output)
+            got = res.outcomes
             failing = sorted(t for t in passing if got.get(t) != "PASSED")
             if res.timed_out:
                 stats["timeouts"] += 1
@@ -331,16 +376,23 @@ async def _generate(
                 stats["survived"] += 1
             else:
                 stats["killed"] += 1
-                effect = (m.path, m.line, frozenset(failing))
-                if (m.path, m.mutated) in seen_text or effect in seen_effect:
-                    stats["duplicates"] += 1
-                elif len(kept) < config.max_tasks:
-                    seen_text.add((m.path, m.mutated))
-                    seen_effect.add(effect)
-                    kept.append(make_task(repo, config, prefix, m, failing, passing, res.output))
+                caught[i] = (m, failing, res.output)
+                effects.add((m.path, m.line, frozenset(failing)))
             if on_progress:
-                on_progress(len(mutants), stats["tried"], len(kept))
+                on_progress(len(mutants), stats["tried"], len(effects))
 
     await asyncio.gather(*(work(w) for w in workers))
+    kept: list[Task] = []
+    seen_text: set[tuple[str, str]] = set()
+    seen_effect: set[tuple[str, int, frozenset[str]]] = set()
+    for i in sorted(caught):
+        m, failing, output = caught[i]
+        effect = (m.path, m.line, frozenset(failing))
+        if (m.path, m.mutated) in seen_text or effect in seen_effect:
+            stats["duplicates"] += 1
+        elif len(kept) < config.max_tasks:
+            seen_text.add((m.path, m.mutated))
+            seen_effect.add(effect)
+            kept.append(make_task(repo, config, prefix, m, failing, base, output))
     kept.sort(key=lambda t: t.id)
     return GenerateResult(tasks=kept, stats=stats)

@@ -15,6 +15,12 @@ whose module lives in the workspace outside its test code (a plugin the change p
 grader never takes test code or ``conftest.py`` from the agent).
 The grader fails every check of a tampered run and flags it.
 
+A test module that calls ``unittest.main()`` at import (no ``__name__`` guard) would parse
+pytest's own arguments and end the process; this plugin replaces ``unittest.main`` with a
+no-op for the run, so such a module is collected like any other (pytest runs its
+``TestCase`` classes itself). The task generator loads this plugin too, so a task's tests run
+the same way when it is made and when it is graded.
+
 It runs inside the task's Python, so it uses the standard library and pytest only, no cheetah
 import. Deliberately left out: code under test that patches this module's own functions or
 objects the list does not name (the grader also flags diffs that reach for the runner:
@@ -24,6 +30,7 @@ objects the list does not name (the grader also flags diffs that reach for the r
 import json
 import os
 import sys
+import unittest
 
 import _pytest.python
 import _pytest.reports
@@ -31,6 +38,14 @@ import _pytest.runner
 import pluggy
 
 _REPORT = os.environ.get("CHEETAH_GRADE_REPORT", "")
+
+
+def _no_main(*args, **kwargs):
+    """``unittest.main`` while pytest runs: the module's tests are pytest's to collect and run."""
+    return None
+
+
+unittest.main = _no_main
 _SEVERITY = {"FAILED": 3, "ERROR": 3, "XPASS": 1, "XFAIL": 1, "SKIPPED": 1, "PASSED": 0}
 _outcomes: dict = {}
 

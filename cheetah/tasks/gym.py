@@ -7,7 +7,8 @@ message's tool calls and returns ``(observation, reward, terminated, truncated, 
 - a message with tool calls: the observation is the rendered results (the user message the
   agent reads next), reward 0, neither flag set;
 - a message without tool calls (``terminated``) or a limit reached (``truncated``: turns,
-  tokens, wall time, context): the episode is graded with the task's hidden checks, the
+  tokens, wall time, context, or a message without calls that the caller says its token cap
+  cut, ``finish_reason="length"``): the episode is graded with the task's hidden checks, the
   reward is the grade's, ``info`` holds the grade, the stop reason and the trajectory, and the
   session is closed.
 
@@ -126,15 +127,25 @@ class TaskEnv:
         return Observation(new=new, messages=messages)
 
     async def step(
-        self, assistant: str, *, token_ids: list[int] | None = None
+        self,
+        assistant: str,
+        *,
+        token_ids: list[int] | None = None,
+        finish_reason: str | None = None,
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """Give the model's message; see the module docstring for what comes back."""
+        """Give the model's message (``finish_reason`` "length" when the caller's token cap cut
+        it); see the module docstring for what comes back."""
         ep = self._ep
         if ep is None:
             raise RuntimeError("step() before reset(), or after the episode ended")
         tokens = len(token_ids) if token_ids is not None else estimate_tokens(assistant)
         await ep.bridge.replies.put(
-            Generation(text=assistant, completion_tokens=tokens, token_ids=token_ids)
+            Generation(
+                text=assistant,
+                completion_tokens=tokens,
+                token_ids=token_ids,
+                finish_reason=finish_reason,
+            )
         )
         ep.seen += 1  # the caller's own message is not news to it
         obs = await self._next()

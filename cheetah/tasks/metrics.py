@@ -58,6 +58,7 @@ def trajectory_metrics(traj: Trajectory) -> dict[str, float | int | None]:
             for c in calls
         ),
         "false_claim": int(false_claim(traj)),
+        "turns_cut": sum(t.finish_reason == "length" for t in traj.turns),
         "completion_tokens": traj.completion_tokens,
         "prompt_tokens": sum(prompt) if prompt else None,
         "agent_wall_s": traj.wall_s,

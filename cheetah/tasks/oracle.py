@@ -32,7 +32,9 @@ function before the edit, instead of reading a file no one told it about.
 and quotes the line, makes the first edit a refused one (``old_str`` is the fixed text,
 which the file does not hold), then reads the lines around and edits again: what to do
 after an error, instead of answering as if the edit was made. That refused edit is in
-``Demonstration.untrained``: SFT does not train on it.
+``Demonstration.untrained``: SFT does not train on it. ``verify`` and ``retry``
+(``verify_demo``): run the failing test after the edit and quote its passing line; a wrong fix
+first (untrained), the test failing, the right edit.
 
 It reads the reference patch and the snapshot on the host, so it is for checking
 the harness, never a baseline to compare models with.
@@ -55,6 +57,7 @@ from cheetah.harness.trajectory import Message
 from cheetah.tasks.checkout import materialize
 from cheetah.tasks.patch import apply_patch, parse_patch
 from cheetah.tasks.schema import Task
+from cheetah.tasks.verify_demo import check_call, passing_line, retry_turns
 
 STYLES = ("search", "read", "parallel")
 READ_CONTEXT = 4  # lines shown on each side of the hit by the ``read`` style
@@ -222,6 +225,17 @@ def recovers(task: Task, share: float) -> bool:
     return _share_of(b"recover:", task, share)
 
 
+def verifies(task: Task, share: float) -> bool:
+    """Whether ``task``'s demonstration runs the failing tests after its edit (a stable
+    ``share`` of tasks, by a hash independent of the others)."""
+    return _share_of(b"verify:", task, share)
+
+
+def retries(task: Task, share: float) -> bool:
+    """Whether ``task``'s (verifying) demonstration makes a wrong fix first (a stable ``share``)."""
+    return _share_of(b"retry:", task, share)
+
+
 def _share_of(salt: bytes, task: Task, share: float) -> bool:
     digest = hashlib.sha256(salt + task.id.encode()).digest()
     return int.from_bytes(digest[:4], "big") < share * 2**32
@@ -245,6 +259,8 @@ class Demonstration:
 
     messages: list[str]
     untrained: frozenset[int] = field(default_factory=frozenset)
+    verify: bool = False  # the answer quotes the passing run (``OraclePolicy`` adds it)
+    fix_turn: int | None = None  # the edit after a wrong one: skipped if the wrong one passed
 
 
 def oracle_messages(
@@ -258,6 +274,18 @@ def oracle_messages(
     return oracle_demonstration(task, root, run_tests, style, read_first).messages
 
 
+@dataclass
+class _Plan:
+    """What a demonstration does, file by file, before its messages are written."""
+
+    edits: list[str] = field(default_factory=list)
+    to_read: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)
+    changes: list[tuple[str, str, str]] = field(default_factory=list)  # (path, old, new)
+    removed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # ``recover``'s refused edit, its read
+
+
 def oracle_demonstration(
     task: Task,
     root: Path,
@@ -265,6 +293,8 @@ def oracle_demonstration(
     style: str | None = None,
     read_first: bool = False,
     recover: bool = False,
+    verify: bool = False,
+    retry: bool = False,
 ) -> Demonstration:
     """The assistant messages that apply ``task.reference_patch`` to the snapshot at ``root``;
     ``style`` (one of ``STYLES``; default ``style_for(task)``) shapes a search.
@@ -272,107 +302,148 @@ def oracle_demonstration(
     lines around it before editing (a turn an agent could skip: RL with a turn cost may
     learn to). ``recover``: for one edit of one line the query quotes in a file it names, a
     refused edit first, then a read of the lines around and the edit again (the refused one
-    is untrained; it replaces ``read_first``'s read)."""
+    is untrained; it replaces ``read_first``'s read). ``verify``: after the edit, run the
+    failing tests the query names (``verify_demo``), instead of the whole suite.
+    ``retry`` (with ``verify``): for one edit of one changed token, a wrong fix first
+    (``verify_demo.wrong_variant``, untrained), the test, its failure, the right edit, the
+    test again (it replaces ``recover``)."""
     if not task.reference_patch:
         raise PolicyError(f"task {task.id} has no reference patch")
     style = style or style_for(task)
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
-    files = parse_patch(task.reference_patch)
+    plan = _plan(task, root, style, read_first, recover)
+    wrong = None
+    if verify and retry and len(plan.changes) == 1 and not plan.removed:
+        path, old, new = plan.changes[0]
+        if old:
+            wrong = retry_turns(task, (root / path).read_text(encoding="utf-8"), path, old, new)
+    if wrong is not None:
+        plan.refused = []  # one deliberate mistake per demonstration
+    reads = [render_call("read_file", {"path": p}) for p in plan.to_read]
+    messages = list(plan.searches)
+    if reads:
+        messages.append("Reading the files to change.\n" + "\n".join(reads))
+    untrained = frozenset({len(messages)}) if plan.refused or wrong else frozenset()
+    messages += plan.refused
+    fix_turn = None
+    if wrong is not None:  # the wrong fix (untrained), its test, then the right edit
+        messages += wrong
+        fix_turn = len(messages) - 1
+    else:
+        messages.append("Applying the fix.\n" + "\n".join(plan.edits))
+    if verify:
+        messages.append("Running the failing test.\n" + check_call(task))
+    elif run_tests:
+        messages.append(
+            "Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND})
+        )
+    messages.append(_summary(plan.changes, plan.removed))
+    return Demonstration(messages, untrained, verify, fix_turn)
+
+
+def _plan(task: Task, root: Path, style: str, read_first: bool, recover: bool) -> _Plan:
+    """The edits, reads and searches of ``oracle_demonstration`` (its docstring says which)."""
+    files = parse_patch(task.reference_patch or "")
     solved = _solved_contents(task, root)
-    edits: list[str] = []
-    to_read: list[str] = []
-    searches: list[str] = []
-    changes: list[tuple[str, str, str]] = []
-    removed: list[str] = []
-    retry: list[str] = []
+    plan = _Plan()
     for fp in files:
         if fp.new_path is None:
-            edits.append(render_call("run_terminal", {"command": f"rm -f {fp.old_path}"}))
-            removed.append(fp.old_path or "")
+            plan.edits.append(render_call("run_terminal", {"command": f"rm -f {fp.old_path}"}))
+            plan.removed.append(fp.old_path or "")
             continue
         before = (root / fp.old_path).read_text(encoding="utf-8") if fp.old_path else ""
         after = solved[fp.path]
         if not before:
-            edits.append(render_call("edit_file", {"path": fp.path, "new_str": _block(after)}))
-            changes.append((fp.path, "", ""))
+            plan.edits.append(render_call("edit_file", {"path": fp.path, "new_str": _block(after)}))
+            plan.changes.append((fp.path, "", ""))
             continue
         found = [minimal_edit(before, h.old, h.new) for h in fp.hunks]
         pairs = [p for p in found if p is not None]
         if len(pairs) < len(found):  # some hunk's text is not unique: replace the whole file
             pairs = [(_block(before), _block(after))]
         for old, new in pairs:
-            edits.append(
-                render_call("edit_file", {"path": fp.path, "old_str": old, "new_str": new})
-            )
-            changes.append((fp.path, old, new))
+            edit = {"path": fp.path, "old_str": old, "new_str": new}
+            plan.edits.append(render_call("edit_file", edit))
+            plan.changes.append((fp.path, old, new))
         one = len(files) == 1 and len(pairs) == 1
         quoted = all(old.strip() in task.query for old, _ in pairs)
         named = _names(task.query, fp.path)
         if not quoted and not named and one:
-            searches = _find_function_turns(task, fp.path, pairs[0][0], before, style) or []
-            if not searches:
-                to_read.append(fp.old_path)
+            plan.searches = _find_function_turns(task, fp.path, pairs[0][0], before, style) or []
+            if not plan.searches:
+                plan.to_read.append(fp.old_path)
         elif not quoted:
-            to_read.append(fp.old_path)
+            plan.to_read.append(fp.old_path)
         elif not named and one:
-            searches = _search_turns(task, fp.path, pairs[0][0], before, style)
+            plan.searches = _search_turns(task, fp.path, pairs[0][0], before, style)
         elif read_first and one:
-            searches = [_read_around(fp.path, pairs[0][0], before)]
+            plan.searches = [_read_around(fp.path, pairs[0][0], before)]
         elif not named:
-            to_read.append(fp.old_path)
+            plan.to_read.append(fp.old_path)
         if recover and one and named and quoted:  # an edit that needs no search or read first
             old, new = pairs[0]
             if "\n" in old.strip() or new.strip() in before:
                 continue  # the "wrong" edit would not be refused: no recovery here
-            wrong = {"path": fp.path, "old_str": new, "new_str": old}  # not in the file
+            undo = {"path": fp.path, "old_str": new, "new_str": old}  # not in the file
             read = _read_around(fp.path, old, before).split("\n", 1)[1]
-            retry = [
-                "Applying the fix.\n" + render_call("edit_file", wrong),
+            plan.refused = [
+                "Applying the fix.\n" + render_call("edit_file", undo),
                 "That text is not in the file: reading the lines around it.\n" + read,
             ]
-            searches = []  # the recovery reads those lines: no read-first turn as well
-    reads = [render_call("read_file", {"path": p}) for p in to_read]
-    messages = list(searches)
-    if reads:
-        messages.append("Reading the files to change.\n" + "\n".join(reads))
-    untrained = frozenset({len(messages)}) if retry else frozenset()
-    messages += retry
-    messages.append("Applying the fix.\n" + "\n".join(edits))
-    if run_tests:
-        messages.append(
-            "Running the tests.\n" + render_call("run_terminal", {"command": TEST_COMMAND})
-        )
-    messages.append(_summary(changes, removed))
-    return Demonstration(messages, untrained)
+            plan.searches = []  # the recovery reads those lines: no read-first turn as well
+    return plan
 
 
 class OraclePolicy:
-    """Replays the reference solution of one task (see the module docstring)."""
+    """Replays the reference solution of one task (see the module docstring). With
+    ``verify``, it reads its test runs: the answer quotes the passing line, and a wrong first
+    fix (``retry``) whose test passed after all is not edited again (the answer follows)."""
 
     def __init__(
-        self, task: Task, run_tests: bool = True, read_first: bool = False, recover: bool = False
+        self,
+        task: Task,
+        run_tests: bool = True,
+        read_first: bool = False,
+        recover: bool = False,
+        verify: bool = False,
+        retry: bool = False,
     ) -> None:
         self.task, self.run_tests = task, run_tests
         self.read_first, self.recover = read_first, recover
+        self.verify, self.retry = verify, retry
         self.name = "oracle"
-        self._messages: list[str] | None = None
+        self._demo: Demonstration | None = None
+        self._skipped = 0  # turns left out: the wrong fix passed its test
         self.untrained: frozenset[int] = frozenset()  # turns SFT must not train on
 
-    def _prepare(self) -> list[str]:
+    def _prepare(self) -> Demonstration:
         with tempfile.TemporaryDirectory(prefix="cheetah-oracle-") as tmp:
             root = materialize(self.task.snapshot, Path(tmp) / "repo")
             demo = oracle_demonstration(
-                self.task, root, self.run_tests, read_first=self.read_first, recover=self.recover
+                self.task,
+                root,
+                self.run_tests,
+                read_first=self.read_first,
+                recover=self.recover,
+                verify=self.verify,
+                retry=self.retry,
             )
         self.untrained = demo.untrained
-        return demo.messages
+        return demo
 
     async def generate(self, messages: list[Message]) -> Generation:
-        if self._messages is None:
-            self._messages = await asyncio.to_thread(self._prepare)
-        turn = sum(1 for m in messages if m.role == "assistant")
-        if turn >= len(self._messages):
+        if self._demo is None:
+            self._demo = await asyncio.to_thread(self._prepare)
+        demo = self._demo
+        turn = sum(1 for m in messages if m.role == "assistant") + self._skipped
+        last = messages[-1].content if messages and messages[-1].role == "user" else ""
+        if turn == demo.fix_turn and passing_line(last) is not None:
+            self._skipped = len(demo.messages) - 1 - turn  # straight to the answer
+            turn = len(demo.messages) - 1
+        if turn >= len(demo.messages):
             raise PolicyError("the oracle has no message left")
-        text = self._messages[turn]
+        text = demo.messages[turn]
+        if demo.verify and turn == len(demo.messages) - 1 and (line := passing_line(last)):
+            text = f"{text} The failing test passes now: `{line}`."
         return Generation(text=text, completion_tokens=estimate_tokens(text), finish_reason="stop")

@@ -14,10 +14,13 @@ every input of pytest's start itself:
   run into a directory outside the workspace; the shell prints its report after a marker line
   made per run once pytest has exited (``split_report``), so nothing the tests print decides.
 
-``parse_pytest_outcomes`` reads pytest's ``-rA`` text instead: for the task generator, whose
-runs are of the repo as shipped. Deliberately left out: other runners (issue 49: unittest,
-custom commands), reading the report through a side channel of the session API (a session's
-``/tmp`` is private to each command, so the report is printed by the same command).
+The task generator runs its tests through ``pytest_command`` too (``tasks/suite_run.py``), so
+a task's checks run at grading as they ran when it was made; unittest suites and test files
+pytest does not collect by name run under it as well (``tasks/suite_layout.py``).
+``parse_pytest_outcomes`` reads pytest's ``-rA`` text instead, for the bundled task sets' build
+script. Deliberately left out: runners other than pytest (no report to read), reading the
+report through a side channel of the session API (a session's ``/tmp`` is private to each
+command, so the report is printed by the same command).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ def _summary_id(word: str, rest: str) -> str:
 
 def parse_pytest_outcomes(output: str) -> dict[str, str]:
     """Node id -> PASSED/FAILED/ERROR/... from pytest's ``-rA`` summary (colours, which a
-    repo's own ``addopts = --color=yes`` turns on, are stripped first). For the task
-    generator's runs; the grader reads its own plugin's report instead."""
+    repo's own ``addopts = --color=yes`` turns on, are stripped first). For the
+    bundled task sets' build script; the grader and the generator read the plugin's report."""
     out: dict[str, str] = {}
     for line in _ANSI.sub("", output).splitlines():
         word, _, rest = line.strip().partition(" ")

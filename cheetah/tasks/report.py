@@ -31,9 +31,15 @@ SUMMARY_ROWS = [
     ("edits per task", "edits"),
     ("answers claiming a change the workspace lacks", "false_claim"),
     ("turns per task", "turns"),
+    ("replies cut at max_new_tokens per task", "turns_cut"),
     ("completion tokens per task", "completion_tokens"),
     ("prompt tokens per task", "prompt_tokens"),
     ("wall time per task (s)", "wall_s_per_task"),
+    ("samples the agent finished", "finished"),
+    (
+        "samples a limit stopped (turns, tokens, wall time, context, a cut reply)",
+        "stopped_by_limit",
+    ),
     ("samples with errors", "errors"),
     ("samples whose change reached for the test runner (graded 0)", "flagged"),
 ]

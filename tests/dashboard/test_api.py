@@ -70,3 +70,49 @@ def test_background_job_runs_the_agent_on_an_isolated_copy(runs_dir, tmp_path, s
         assert detail["trajectory"]["stop_reason"] == "finished"
         assert [j["id"] for j in c.get("/api/jobs").json()] == [job["id"]]
         assert c.post(f"/api/jobs/{job['id']}/cancel").status_code == 409
+
+
+def test_runs_given_one_run_folder_lists_that_run(runs_dir, tmp_path):
+    with client(runs_dir / "demo", tmp_path) as c:
+        [run] = c.get("/api/runs").json()
+        assert run["name"] == "demo" and run["rollouts"] == 6
+        assert c.get("/api/runs/demo/metrics").json()["reward_mean"] == [[1, 0.0], [2, 0.5]]
+        assert c.get("/api/runs/demo/rollouts/3").json()["query"] == "fix task 3"
+        assert c.get("/api/runs/other/metrics").status_code == 404
+
+
+def test_with_jobs_off_the_dashboard_writes_no_jobs_database(runs_dir, tmp_path, snapshot_root):
+    jobs = tmp_path / "jobs"
+    for kw in ({}, {"token": TOKEN}, {"snapshot_roots": [snapshot_root]}):  # each lacks one
+        with client(runs_dir, tmp_path, **kw) as c:
+            headers = AUTH if "token" in kw else {}
+            assert c.get("/api/jobs", headers=headers).json() == []
+            assert c.get("/api/jobs/1", headers=headers).status_code == 404
+        assert not jobs.exists(), kw
+    # jobs an earlier dashboard ran are still listed, read-only
+    with client(runs_dir, tmp_path, token=TOKEN, snapshot_roots=[snapshot_root]) as c:
+        assert c.get("/api/jobs", headers=AUTH).json() == []
+    import sqlite3
+
+    with sqlite3.connect(jobs / "jobs.sqlite") as db:
+        db.execute(
+            "INSERT INTO jobs (query, repo, model, max_turns, status, created) "
+            "VALUES ('q', '/r', 'default', 3, 'finished', 0)"
+        )
+    before = (jobs / "jobs.sqlite").read_bytes()
+    with client(runs_dir, tmp_path) as c:
+        [old] = c.get("/api/jobs").json()
+        assert old["query"] == "q" and old["status"] == "finished"
+    assert (jobs / "jobs.sqlite").read_bytes() == before
+
+
+def test_a_job_a_limit_stopped_is_marked_limit_not_failed(tmp_path, snapshot_root):
+    from cheetah.dashboard.jobs import JobManager, JobRules
+
+    jobs = JobManager(tmp_path / "jobs", JobRules((snapshot_root,), (), 1000))
+    traj, _ = jobs.paths(1)
+    assert jobs._stopped_or_failed(1) == "failed"  # no trajectory: the agent never ran
+    traj.write_text(json.dumps({"stop_reason": "limit", "stop_detail": "turn limit of 1"}))
+    assert jobs._stopped_or_failed(1) == "limit"  # `cheetah agent` exited 3
+    traj.write_text(json.dumps({"stop_reason": "error"}))
+    assert jobs._stopped_or_failed(1) == "failed"

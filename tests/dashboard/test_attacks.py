@@ -85,7 +85,12 @@ def job(repo, query="look around", model="default", **extra) -> dict:
 
 def no_jobs(c, tmp_path) -> bool:
     """No job row and no job file: nothing got as far as a process."""
-    files = [p.name for p in (tmp_path / "jobs").iterdir() if p.name.startswith("job-")]
+    jobs_dir = tmp_path / "jobs"
+    files = (
+        [p.name for p in jobs_dir.iterdir() if p.name.startswith("job-")]
+        if jobs_dir.exists()
+        else []
+    )
     return c.app.app.state.jobs.list() == [] and files == []
 
 

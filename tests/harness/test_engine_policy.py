@@ -35,6 +35,7 @@ async def test_generation_carries_ids_logprobs_prompt_and_version(policy, tiny):
     assert len(gen.token_ids) == len(gen.logprobs) == gen.completion_tokens == 6
     assert gen.text == tiny.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
     assert gen.policy_version == 0 and gen.finish_reason == "length"
+    assert gen.max_new_tokens == 6  # the cap that cut it, for the loop's stop detail
 
 
 async def test_second_turn_reuses_the_first_turns_ids_and_training_sees_them(policy, tiny):
@@ -60,3 +61,17 @@ async def test_second_turn_reuses_the_first_turns_ids_and_training_sees_them(pol
 async def test_a_prompt_past_the_context_is_a_policy_error(policy):
     with pytest.raises(PolicyError, match="context"):
         await policy.generate([Message(role="user", content="word " * 3000)])
+
+
+async def test_streaming_hands_out_each_piece_and_records_the_same_generation(policy):
+    messages = [Message(role="user", content="hi")]
+    plain = await policy.generate(messages)
+    pieces: list[str] = []
+    streamed = await policy.generate_streaming(messages, pieces.append)
+    assert "".join(pieces) == streamed.text == plain.text
+    assert (streamed.token_ids, streamed.prompt_token_ids, streamed.finish_reason) == (
+        plain.token_ids,
+        plain.prompt_token_ids,
+        plain.finish_reason,
+    )
+    assert streamed.logprobs == pytest.approx(plain.logprobs, abs=1e-5)

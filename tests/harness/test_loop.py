@@ -185,3 +185,83 @@ async def test_a_conversation_past_the_context_window_is_a_limit_not_an_error(ws
     t = await run_agent("q", Full(), ws)
     assert t.stop_reason == "limit" and "context window full" in t.stop_detail
     assert len(t.turns) == 1
+
+
+class _Cut:
+    """Replies that the token cap cut (finish reason "length"), then a finished one."""
+
+    name = "cut"
+
+    def __init__(self, texts, cap=8, tokens=8):
+        self.texts, self.cap, self.tokens = list(texts), cap, tokens
+
+    async def generate(self, messages):
+        text = self.texts.pop(0)
+        cut = bool(self.texts) or text != "done"
+        return Generation(
+            text=text,
+            completion_tokens=self.tokens if cut else 1,
+            finish_reason="length" if cut else "stop",
+            max_new_tokens=self.cap,
+        )
+
+
+async def test_a_reply_cut_at_the_token_cap_is_a_limit_not_an_answer(ws):
+    t = await run_agent("q", _Cut(["I will now look at the fi"], cap=8), ws)
+    assert (t.stop_reason, len(t.turns)) == ("limit", 1)
+    assert "max_new_tokens=8" in t.stop_detail and "before the model finished" in t.stop_detail
+    assert t.turns[0].finish_reason == "length"
+    # without the cap known, the detail still names the token cap
+    t = await run_agent("q", _Cut(["rambling"], cap=None), ws)
+    assert t.stop_reason == "limit" and "the token cap" in t.stop_detail
+    # cut before the cap: the engine's context window ended it
+    t = await run_agent("q", _Cut(["rambling"], cap=2048, tokens=30), ws)
+    assert t.stop_reason == "limit" and t.stop_detail.startswith("context window full")
+
+
+async def test_a_cut_reply_with_calls_runs_them_and_tells_the_model_why_the_last_broke(ws):
+    (ws.root / "a.py").write_text("x = 1\n")
+    cut = '<tool name="list_dir"></tool><tool name="read_file"><path>a.p'
+    t = await run_agent("q", _Cut([cut, "done"], cap=16), ws)
+    assert t.stop_reason == "finished" and len(t.turns) == 2
+    listed, broken = t.turns[0].calls
+    assert not listed.is_error and "a.py" in listed.output
+    assert broken.is_error and "cut off at max_new_tokens=16" in broken.output
+
+
+async def test_each_stop_reason_has_its_detail(ws):
+    """finished, limit (turns, tokens, wall, context, cap) and error, side by side."""
+    from cheetah.harness.policy import ContextExhausted
+
+    class Full:
+        name = "full"
+
+        async def generate(self, messages):
+            raise ContextExhausted("the prompt has 9000 tokens")
+
+    finished = await run_agent("q", ScriptedPolicy(["done"]), ws)
+    turns = await run_agent("q", _loop_forever(), ws, AgentLimits(max_turns=1))
+    tokens = await run_agent("q", _loop_forever(), ws, AgentLimits(max_tokens=1))
+    context = await run_agent("q", Full(), ws)
+    capped = await run_agent("q", _Cut(["..."], cap=4, tokens=4), ws)
+    with pytest.raises(AgentError) as err:
+        await run_agent("q", ScriptedPolicy([]), ws)
+    got = {
+        "finished": finished,
+        "turns": turns,
+        "tokens": tokens,
+        "context": context,
+        "cap": capped,
+        "error": err.value.trajectory,
+    }
+    assert {k: v.stop_reason for k, v in got.items()} == {
+        "finished": "finished",
+        "turns": "limit",
+        "tokens": "limit",
+        "context": "limit",
+        "cap": "limit",
+        "error": "error",
+    }
+    assert "turn limit of 1" in turns.stop_detail and "token limit of 1" in tokens.stop_detail
+    assert "context window full" in context.stop_detail
+    assert "max_new_tokens=4" in capped.stop_detail and "no message left" in err.value.args[0]

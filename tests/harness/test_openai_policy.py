@@ -40,7 +40,9 @@ class FakeServer:
                 outer.requests.append((self.path, dict(self.headers), body))
                 if outer.status != 200:
                     return self._send(outer.status, {"error": {"message": "engine overloaded"}})
-                text = outer.replies.pop(0)
+                text, finish = outer.replies.pop(0), "stop"
+                if isinstance(text, tuple):  # (text, finish_reason)
+                    text, finish = text
                 self._send(
                     200,
                     {
@@ -50,7 +52,7 @@ class FakeServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "stop",
+                                "finish_reason": finish,
                                 "token_ids": [11, 12],
                                 "message": {"role": "assistant", "content": text},
                                 "logprobs": {
@@ -102,6 +104,14 @@ async def test_agent_runs_against_an_openai_compatible_server(server, ws):
         3,
         40,
     )
+
+
+async def test_a_reply_the_server_cut_at_max_tokens_ends_as_a_limit(server, ws):
+    srv = server([("I will start by readi", "length")])
+    policy = OpenAIPolicy(srv.url, max_tokens=2)
+    traj = await run_agent("q", policy, ws)
+    assert traj.stop_reason == "limit" and "max_new_tokens=2" in traj.stop_detail
+    assert traj.turns[0].finish_reason == "length"
 
 
 async def test_server_errors_become_policy_errors(server, ws):

@@ -4,6 +4,7 @@ behind a token; bad settings are refused before anything starts."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import httpx
 import pytest
@@ -22,6 +23,22 @@ def test_bad_settings_are_refused_before_anything_starts(tmp_path):
         policy_from_spec(f"llama.cpp:{tmp_path / 'model.bin'}")
     r = cheetah("serve", "--engine", "llama.cpp", "--model", tmp_path / "m.gguf")
     assert r.returncode == 2 and "needs --token-file" in r.stderr
+
+
+def test_the_served_model_id_is_the_alias_or_the_file_name(tmp_path, monkeypatch):
+    from cheetah.inference import llama_cpp_server
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    for command, flag in ((["llama-server"], "--alias"), ([sys.executable, "-m", "llama_cpp.server"], "--model_alias")):  # fmt: skip
+        monkeypatch.setattr(llama_cpp_server, "find_server", lambda c=command: c)
+        named = llama_cpp_server.LlamaCppServer(gguf, alias="served-id")
+        assert (
+            named.name == "served-id"
+            and named.command[named.command.index(flag) + 1] == "served-id"
+        )
+        plain = llama_cpp_server.LlamaCppServer(gguf)
+        assert plain.name == "m" and plain.command[plain.command.index(flag) + 1] == "m"
 
 
 @pytest.mark.skipif(find_server() is None, reason="llama.cpp is not installed (make bench-llama)")

@@ -179,7 +179,8 @@ def test_cheetah_serve_starts_a_server_that_answers(tmp_path):
         "a = p.parse_args(sys.argv[1:])\n"
         "sys.exit(a.func(a))\n"
     )
-    argv = ["serve", "--model", "tiny", "--port", str(port), "--token-file", str(token_file)]
+    argv = ["serve", "--model", "tiny", "--port", str(port), "--token-file", str(token_file),
+            "--name", "served-id"]  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-c", script, *argv],
         stdout=subprocess.DEVNULL,
@@ -198,15 +199,35 @@ def test_cheetah_serve_starts_a_server_that_answers(tmp_path):
                 assert proc.poll() is None, proc.stderr.read().decode()
                 assert time.monotonic() < deadline, "cheetah serve did not come up"
                 time.sleep(0.2)
-        assert health["model"] == "tiny"
+        assert health["model"] == "served-id"  # --name is the id served, as its help says
         assert httpx.get(f"{url}/v1/models").status_code == 401
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["served-id"]
         assert len(_chat(client).choices[0].token_ids) == 6
     finally:
         proc.terminate()
         proc.wait(timeout=120)  # a hang guard
     err = proc.stderr.read().decode()
     assert str(token_file) in err and TOKEN not in err
+    assert "(model 'served-id')" in err
+
+
+def test_serve_name_defaults_to_the_model_s_own_name_as_its_help_says(capsys):
+    import argparse
+
+    from cheetah.cli.serve import _load, add_commands
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    add_commands(sub)
+    help_text = " ".join(sub.choices["serve"].format_help().split())
+    assert "default: the model's own name, not the --model value" in help_text
+    args = parser.parse_args(["serve", "--model", "tiny"])
+    engine, name, _, _ = _load(args)
+    try:
+        assert name == "tiny"
+    finally:
+        engine.close()
 
 
 async def test_concurrent_clients_are_batched_and_get_their_own_answers(server_url, client):
@@ -260,7 +281,26 @@ def test_cheetah_agent_sends_the_token_from_its_file_or_the_environment(
     args = parser.parse_args(argv)
     assert args.func(args) == 1 and "answered 401" in capsys.readouterr().err
     args = parser.parse_args([*argv, "--token-file", str(tmp_path / "token")])
-    assert args.func(args) == 0
+    assert args.func(args) == 3  # answered: its 2 tokens were cut, a limit (exit 3)
+    assert "reply cut at max_new_tokens=2" in capsys.readouterr().err
     monkeypatch.setenv("CHEETAH_API_TOKEN", TOKEN)
     args = parser.parse_args(argv)
-    assert args.func(args) == 0
+    assert args.func(args) == 3
+
+
+async def test_the_agent_s_streamed_reply_records_what_the_plain_one_does(server_url):
+    """``OpenAIPolicy.generate_streaming`` over cheetah's SSE: the same text, token ids,
+    logprobs and prompt ids as the plain request, so a streamed run trains the same."""
+    from cheetah.harness.openai_policy import OpenAIPolicy
+    from cheetah.harness.trajectory import Message
+
+    policy = OpenAIPolicy(f"{server_url}/v1", "tiny", max_tokens=6, api_key=TOKEN)
+    messages = [Message(role="user", content="Fix the bug.")]
+    plain = await policy.generate(messages)
+    pieces: list[str] = []
+    streamed = await policy.generate_streaming(messages, pieces.append)
+    assert "".join(pieces) == streamed.text == plain.text and len(pieces) > 1
+    for field in ("token_ids", "prompt_token_ids", "finish_reason", "completion_tokens",
+                  "prompt_tokens", "policy_version", "max_new_tokens"):  # fmt: skip
+        assert getattr(streamed, field) == getattr(plain, field), field
+    assert streamed.logprobs == pytest.approx(plain.logprobs, abs=1e-5)

@@ -89,3 +89,12 @@ def test_agent_limits_are_rollout_keys():
     cfg = load_config(None, ["rollout.max_turns=4", "rollout.max_wall_s=30"])
     limits = cfg.rollout.limits()
     assert (limits.max_turns, limits.max_wall_s) == (4, 30.0)
+
+
+def test_pass_at_k_samples_belong_to_held_out_sets_only():
+    cfg = load_config("agent", ["tasks.also_eval=[{file='curriculum', samples=8}]"])
+    assert cfg.tasks.also_eval[0].samples == 8
+    with pytest.raises(ConfigError, match=r"tasks\.also_eval\.0\.samples"):
+        load_config("agent", ["tasks.also_eval=[{file='curriculum', samples=65}]"])
+    with pytest.raises(ConfigError, match=r"tasks\.sft_also\.0\.samples"):  # SFT samples nothing
+        load_config("agent", ["tasks.sft_also=[{file='curriculum', limit=3, samples=8}]"])

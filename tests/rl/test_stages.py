@@ -162,3 +162,46 @@ def test_the_learning_curve_runs_from_the_warm_start_through_rl():
     assert learning_curve([base], {}, steps=4, per_step=16)[0]["step"] == 0  # no SFT: base
     m = curve_metrics(mid)
     assert m["heldout_pass_rate"] == 1.0 and m["heldout_turns_per_task"] == 3.0
+
+
+class _Worker:
+    """A rollout worker's handle (``worker.run.remote(spec)``) over canned outcomes: task
+    ``t0`` is solved greedily and by one sample in four, ``t1`` only by samples 1 and 2, ``t2``
+    never; sample 3 of ``t2`` cannot run."""
+
+    def __init__(self, seen: list) -> None:
+        self.seen = seen
+        self.run = self
+
+    def remote(self, spec):
+        from cheetah.rl.scheduler import Finished
+
+        async def go():
+            self.seen.append(spec)
+            if spec.task_id == "t2" and spec.sample == 3:
+                return Finished(spec, reward=0.0, versions=[], error="the env broke")
+            solved = {"eval": spec.task_id == "t0"}.get(spec.mode)
+            if solved is None:  # sampled
+                solved = (spec.task_id, spec.sample) in {("t0", 0), ("t1", 1), ("t1", 2)}
+            return Finished(spec, 1.0, [0], trajectory=traj(solved).model_dump_json())
+
+        return go()
+
+
+async def test_a_stage_samples_its_sampled_tasks_for_pass_at_k():
+    from cheetah.rl.stages import run_stage
+
+    seen: list = []
+    tasks = [task(i) for i in range(3)]
+    stage = await run_stage("sft", tasks, [_Worker(seen), _Worker(seen)], lambda _: None,
+                            {"t0": 4, "t1": 4, "t2": 4})  # fmt: skip
+    assert stage["solved"] == 1 and stage["tasks"] == 3  # the greedy pass
+    assert sorted((s.mode, s.task_id) for s in seen).count(("sample", "t1")) == 4
+    assert len({s.rollout_id for s in seen}) == len(seen) == 3 + 12  # none reused
+    p = stage["pass_at_k"]
+    assert (p["k"], p["tasks"], p["samples"], p["errors"]) == (4, 3, 12, 1)
+    assert p["pass_at_k"] == pytest.approx(2 / 3) and p["solved_by_any"] == ["t0", "t1"]
+    assert p["pass_at_1"] == pytest.approx((1 / 4 + 2 / 4 + 0) / 3)
+    assert "pass@4 at the rollout temperature: sft 0.67" in table(summarize([stage]))
+    plain = await run_stage("base", tasks, [_Worker([])], lambda _: None)
+    assert "pass_at_k" not in plain and "pass@" not in table(summarize([plain]))

@@ -15,3 +15,25 @@ def test_the_step_counts_rollouts_whose_change_was_flagged():
     )
     batch = build_step_batch([group], tokenizer=None, max_len=64)
     assert batch.metrics["grade_flagged"] == 1
+
+
+def test_the_step_counts_rollouts_a_limit_stopped_and_those_the_token_cap_ended():
+    from cheetah.harness.trajectory import CallRecord, Turn
+
+    def finished(i: int, stop: str, last: Turn) -> Finished:
+        traj = Trajectory(query="q", policy="p", stop_reason=stop, turns=[last], grade={})
+        return Finished(RolloutSpec(i, 0, "t", i), 0.0, [0], traj.model_dump_json())
+
+    cut = Turn(index=0, assistant="I will re", finish_reason="length")
+    call = CallRecord(index=1, name="list_dir", args={}, output="a.py")
+    cut_with_call = Turn(index=0, assistant="...", finish_reason="length", calls=[call])
+    answered = Turn(index=0, assistant="Done.", finish_reason="stop")
+    rollouts = [
+        finished(0, "limit", cut),  # the cap cut its reply: a limit, not an answer
+        finished(1, "limit", cut_with_call),  # cut, but its calls ran; then the turn limit
+        finished(2, "finished", answered),
+    ]
+    batch = build_step_batch([Group(0, "t", 3, rollouts)], tokenizer=None, max_len=64)
+    m = batch.metrics
+    assert m["turns_cut_by_max_new_tokens"] == 2
+    assert m["rollouts_stopped_by_limit"] == 2 and m["rollouts_ended_by_max_new_tokens"] == 1

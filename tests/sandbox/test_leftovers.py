@@ -4,8 +4,11 @@ OpenEnv server each left two read-only bind mounts)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +52,45 @@ def test_an_in_process_task_env_that_ends_leaves_no_mount(tmp_path):
     finally:  # never leave a bind mount of the interpreter where tmp_path cleanup would walk
         for point in reversed(mount_points(base)):
             subprocess.run(["umount", "-l", point], check=False)
+
+
+@pytest.mark.skipif(
+    not detect(SandboxConfig().uid, SandboxConfig().gid).isolated, reason="no isolation here"
+)
+async def test_the_suite_sees_a_running_sandbox_as_a_leftover_until_it_closes(tmp_path):
+    # the no-leftover fixture's own finder: a session's sandboxed command is found (by its
+    # cgroup, and by the sandbox uid under this process where there are no cgroups)
+    import asyncio
+
+    from cheetah.sandbox.env import LocalEnv
+    from cheetah.sandbox.protocol import ExecRequest
+    from tests.conftest import leftovers
+
+    before = leftovers()
+    # its own base dir (open to the sandbox uid, as /tmp/cheetah-sandbox is): another cgroup
+    # tag than the suite's, so only the uid finds it
+    base = Path(tempfile.mkdtemp(prefix="cheetah-sandbox-test-uid-", dir="/tmp"))
+    base.chmod(0o755)
+    env = LocalEnv("isolated", config=SandboxConfig(base_dir=base))
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.py").write_text("x = 1\n")
+    try:
+        sid = (await env.create_session(str(tmp_path / "repo"))).session_id
+        run = asyncio.create_task(env.exec(sid, ExecRequest(command="sleep 30", timeout_s=60)))
+        for _ in range(200):
+            new = leftovers() - before
+            if any("(uid " in x for x in new):
+                break
+            await asyncio.sleep(0.1)
+        assert any("(uid " in x for x in new), new
+        run.cancel()
+        await env.close(sid)
+    finally:
+        await env.aclose()
+        if not mount_points(base):
+            shutil.rmtree(base, ignore_errors=True)
+    for _ in range(100):
+        if not (leftovers() - before):
+            break
+        await asyncio.sleep(0.1)
+    assert not (leftovers() - before)

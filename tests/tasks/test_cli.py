@@ -84,3 +84,21 @@ def test_env_url_without_a_token_file_is_refused_before_any_work(tmp_path, capsy
     assert main([*argv, "--env-url", "http://127.0.0.1:9"]) == 2
     assert "--env-url needs --env-token-file" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_help_texts_say_what_the_verbs_write():
+    from cheetah.tasks.curriculum import TIERS
+
+    parser = argparse.ArgumentParser(prog="cheetah")
+    sub = parser.add_subparsers(dest="verb")
+    tasks_verbs.add_commands(sub)
+    verbs = sub.choices["tasks"]._subparsers._group_actions[0].choices
+    curriculum = " ".join(verbs["curriculum"].format_help().split())
+    assert "up to five tasks, one per tier" in curriculum
+    assert all(f"'{tier}'" in curriculum for tier in TIERS)
+    for verb in ("curriculum", "generate", "validate"):
+        assert "--test-command" in verbs[verb].format_help()
+    fetch = " ".join(verbs["fetch"].format_help().split())
+    assert "CACHE/<sha256>/<file>" in fetch and "laid flat" in fetch
+    args = parser.parse_args(["tasks", "curriculum", "--repos", "r", "--out", "o.jsonl"])
+    assert args.timeout is None and args.test_command is None  # measured, found per repo

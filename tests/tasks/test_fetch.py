@@ -259,3 +259,57 @@ def test_a_repo_folder_that_links_out_of_out_is_refused(tmp_path: Path, archive:
     repos, failed = fetch_served(archive, tmp_path)
     assert repos == [] and "is not a folder inside" in failed["tinypkg"]
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]
+
+
+def test_an_archive_laid_flat_in_the_cache_is_used_when_its_hash_matches(
+    tmp_path: Path, archive: bytes
+):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "tinypkg-1.0.tar.gz").write_bytes(archive)  # copied in by hand, no <sha256>/
+    offline = "http://127.0.0.1:9/simple"  # nothing answers there
+    repos, failed = fetch_packages([pin(archive)], tmp_path / "repos", cache, offline)
+    assert failed == {} and len(repos) == 1
+    (cache / "tinypkg-1.0.tar.gz").write_bytes(sdist({"PKG-INFO": PKG_INFO}))  # other bytes
+    repos, failed = fetch_packages([pin(archive)], tmp_path / "again", cache, offline)
+    why = failed["tinypkg"]
+    assert repos == [] and f"not in the cache ({cache / pin(archive).sha256}" in why
+    assert "another sha256, not used" in why and "offline" in why
+
+
+def test_the_list_says_how_tests_run_and_fetched_json_keeps_it(tmp_path: Path, archive: bytes):
+    index = Index({"tinypkg-1.0.tar.gz": archive})
+    try:
+        said = pin(archive, test_command="python -m pytest -x", test_paths=["tests"])
+        fetch_packages([said], tmp_path / "repos", tmp_path / "cache", index.url)
+    finally:
+        index.close()
+    [entry] = json.loads((tmp_path / "repos" / "fetched.json").read_text())
+    assert entry["test_command"] == "python -m pytest -x" and entry["test_paths"] == ["tests"]
+
+
+def test_only_finds_a_name_in_any_shipped_list(tmp_path: Path, capsys):
+    from cheetah.cli import main
+    from cheetah.tasks.fetch import select, shipped_lists
+
+    default, generality = bundled.DATA / "packages.toml", bundled.DATA / "packages-generality.toml"
+    assert shipped_lists()[0] == default and generality in shipped_lists()
+    packages = load_package_list(default)
+    chosen, unknown = select(packages, ["toposort", "six"], from_shipped=True)
+    assert sorted(p.name for p in chosen) == ["six", "toposort"] and unknown == {}
+    chosen, unknown = select(packages, ["toposort", "no-such"], from_shipped=False)
+    assert chosen == [] and unknown == {"toposort": [generality], "no-such": []}
+    mine = _list_file(tmp_path / "mine.toml", "tinypkg", b"x")
+    assert main(["tasks", "fetch", "--list", str(mine), "--only", "toposort"]) == 2
+    err = capsys.readouterr().err
+    assert f"toposort is not in {mine}; it is in {generality} (pass --list)" in err
+
+
+def test_the_generality_list_is_permissive_and_apart_from_the_bundled_one():
+    packages = load_package_list(bundled.DATA / "packages-generality.toml")
+    names = {p.repo_name for p in packages}
+    assert len(packages) >= 20 and not names & PIP_AND_VENDORED
+    assert not names & {p.repo_name for p in load_package_list(bundled.DATA / "packages.toml")}
+    assert all(not p.test_command and not p.test_paths for p in packages)  # no hand edits
+    permissive = re.compile(r"MIT|BSD|Apache|PSF|ISC|MPL 2\.0")
+    assert all(permissive.search(p.license) and "GPL" not in p.license for p in packages)

@@ -47,6 +47,16 @@ async def test_a_limit_truncates_and_the_episode_is_still_graded(calc_task):
     assert info["stop_reason"] == "limit" and not info["grade"].correct
 
 
+async def test_a_message_the_callers_cap_cut_truncates_instead_of_finishing(calc_task):
+    env = TaskEnv(local_sessions("local"))
+    await env.reset(calc_task)
+    _, reward, terminated, truncated, info = await env.step(
+        "I will start by reading calc/ops.py and th", finish_reason="length"
+    )
+    assert truncated and not terminated and reward == 0.0
+    assert info["stop_reason"] == "limit" and "the token cap" in info["stop_detail"]
+
+
 async def test_reset_closes_an_open_episode_and_bad_calls_are_observations(calc_task):
     sessions = local_sessions("local")
     env = TaskEnv(sessions)
