@@ -231,11 +231,11 @@ async def run_stage(
     ``sampled`` (id -> k) also run k times at the rollout temperature (``mode="sample"``,
     never trained on): the stage's ``pass_at_k``."""
     specs = [RolloutSpec(10**9 + i, -1, t.id, 0, mode="eval") for i, t in enumerate(tasks)]
+    draws = [(task_id, n) for task_id, k in (sampled or {}).items() for n in range(k)]
+    first = 10**9 + len(specs)  # rollout ids (and seeds) after the greedy ones
     samples = [
-        RolloutSpec(10**9 + len(specs) + j, -1, task_id, n, mode="sample")
-        for j, (task_id, n) in enumerate(
-            (task_id, n) for task_id, k in (sampled or {}).items() for n in range(k)
-        )
+        RolloutSpec(first + j, -1, task_id, n, mode="sample")
+        for j, (task_id, n) in enumerate(draws)
     ]
     done, pace, total = [0], Pace(), len(specs) + len(samples)
 
